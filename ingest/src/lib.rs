@@ -1,0 +1,18 @@
+//! Ingest: parsers for the four real input formats, and the pipeline that lands their records in
+//! the lake exactly once.
+//!
+//! Map of the crate:
+//! - `record.rs`: the [`Sink`] every parser pushes to, [`Rejection`], [`ParseContext`];
+//! - `dcgm.rs`: dcgm-exporter Prometheus text → `gpu_samples` (+ `gpu_samples_extra`);
+//! - `focus.rs`: FOCUS 1.0–1.3 CSV/Parquet → `billing_lines`;
+//! - `tokens.rs`: canonical JSON lines, LiteLLM spend logs, OpenTelemetry GenAI → `token_usage`;
+//! - `events.rs`: canonical JSON lines, Kubernetes pods, Kueue, Slurm sacct → `scheduler_events`;
+//! - `pipeline.rs`: input decoding (gzip, stdin), idempotency, the writer task, the quarantine.
+
+pub mod error;
+pub mod record;
+#[doc(hidden)]
+pub mod testdata;
+
+pub use error::IngestError;
+pub use record::{CollectSink, ParseContext, Rejection, Sink};

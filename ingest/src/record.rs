@@ -1,0 +1,99 @@
+//! What every parser produces: batches for the lake and rejections for the quarantine, pushed to
+//! a [`Sink`] as they are parsed so that large inputs stream through in bounded memory.
+
+use arrow::record_batch::RecordBatch;
+use chrono::{DateTime, Utc};
+use gpuledger_lake::tables::Table;
+
+use crate::error::IngestError;
+
+/// A record the parser could not accept, kept whole in the quarantine with the reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// 1-based line (or record number for formats without lines) in the input.
+    pub line: u64,
+    /// The field that is wrong, as the input names it (a column, a JSON key, a label).
+    pub field: String,
+    pub reason: String,
+    /// The offending record as it was read, truncated to a few kilobytes.
+    pub raw: String,
+}
+
+impl Rejection {
+    pub fn new(line: u64, field: impl Into<String>, reason: impl Into<String>, raw: &str) -> Self {
+        const MAX_RAW: usize = 4096;
+        let mut end = raw.len().min(MAX_RAW);
+        while !raw.is_char_boundary(end) {
+            end -= 1;
+        }
+        Self { line, field: field.into(), reason: reason.into(), raw: raw[..end].to_string() }
+    }
+}
+
+/// Where parsed output goes. The pipeline's sink writes batches to Parquet as they arrive and
+/// collects rejections; in `--strict` mode `reject` fails and the parser stops.
+pub trait Sink {
+    fn accept(&mut self, table: Table, batch: RecordBatch) -> Result<(), IngestError>;
+    fn reject(&mut self, rejection: Rejection) -> Result<(), IngestError>;
+}
+
+/// What a parser needs to know besides the bytes.
+#[derive(Debug, Clone)]
+pub struct ParseContext {
+    /// Name of the input for messages: the file path, or `-` for stdin.
+    pub origin: String,
+    /// Cluster name for inputs that do not carry one (dcgm text, Slurm without a Cluster field).
+    pub cluster: Option<String>,
+    /// Time of an untimestamped scrape (dcgm `--at`); the ingest start time when not given.
+    pub at: DateTime<Utc>,
+    /// Time zone of naive timestamps (Slurm local time, LiteLLM naive times). UTC by default.
+    pub tz: chrono_tz::Tz,
+    /// An explicit date format for FOCUS files that do not use ISO 8601 (e.g. `%m/%d/%y`).
+    pub date_format: Option<String>,
+    /// Rows per emitted batch: bounds memory on large inputs.
+    pub batch_rows: usize,
+}
+
+impl ParseContext {
+    pub fn new(origin: impl Into<String>, at: DateTime<Utc>) -> Self {
+        Self {
+            origin: origin.into(),
+            cluster: None,
+            at,
+            tz: chrono_tz::UTC,
+            date_format: None,
+            batch_rows: 256 * 1024,
+        }
+    }
+}
+
+/// A sink that keeps everything in memory: for tests and small inputs.
+#[derive(Debug, Default)]
+pub struct CollectSink {
+    pub batches: Vec<(Table, RecordBatch)>,
+    pub rejections: Vec<Rejection>,
+}
+
+impl CollectSink {
+    /// All batches of one table, concatenated.
+    pub fn table(&self, table: Table) -> RecordBatch {
+        let batches: Vec<_> =
+            self.batches.iter().filter(|(t, _)| *t == table).map(|(_, b)| b.clone()).collect();
+        arrow::compute::concat_batches(&table.schema(), &batches).expect("same schema")
+    }
+
+    pub fn rows(&self, table: Table) -> usize {
+        self.batches.iter().filter(|(t, _)| *t == table).map(|(_, b)| b.num_rows()).sum()
+    }
+}
+
+impl Sink for CollectSink {
+    fn accept(&mut self, table: Table, batch: RecordBatch) -> Result<(), IngestError> {
+        self.batches.push((table, batch));
+        Ok(())
+    }
+    fn reject(&mut self, rejection: Rejection) -> Result<(), IngestError> {
+        self.rejections.push(rejection);
+        Ok(())
+    }
+}

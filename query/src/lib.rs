@@ -1,0 +1,1 @@
+//! DataFusion over the lake.
