@@ -6,7 +6,10 @@ use thiserror::Error;
 pub enum IngestError {
     /// The input cannot be read at all (missing file, broken gzip stream, …).
     #[error("{origin}: cannot read input: {source}")]
-    Read { origin: String, source: std::io::Error },
+    Read {
+        origin: String,
+        source: std::io::Error,
+    },
 
     /// The input as a whole is not of the expected format (no header, not FOCUS, …).
     #[error("{origin}: {reason}")]
@@ -14,7 +17,12 @@ pub enum IngestError {
 
     /// `--strict` stops at the first rejected record.
     #[error("{origin}:{line}: field '{field}': {reason} (strict mode rejects the whole input)")]
-    Strict { origin: String, line: u64, field: String, reason: String },
+    Strict {
+        origin: String,
+        line: u64,
+        field: String,
+        reason: String,
+    },
 
     #[error("building Arrow batch: {0}")]
     Arrow(#[from] arrow::error::ArrowError),

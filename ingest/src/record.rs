@@ -7,28 +7,7 @@ use gpuledger_lake::tables::Table;
 
 use crate::error::IngestError;
 
-/// A record the parser could not accept, kept whole in the quarantine with the reason.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rejection {
-    /// 1-based line (or record number for formats without lines) in the input.
-    pub line: u64,
-    /// The field that is wrong, as the input names it (a column, a JSON key, a label).
-    pub field: String,
-    pub reason: String,
-    /// The offending record as it was read, truncated to a few kilobytes.
-    pub raw: String,
-}
-
-impl Rejection {
-    pub fn new(line: u64, field: impl Into<String>, reason: impl Into<String>, raw: &str) -> Self {
-        const MAX_RAW: usize = 4096;
-        let mut end = raw.len().min(MAX_RAW);
-        while !raw.is_char_boundary(end) {
-            end -= 1;
-        }
-        Self { line, field: field.into(), reason: reason.into(), raw: raw[..end].to_string() }
-    }
-}
+pub use gpuledger_lake::Rejection;
 
 /// Where parsed output goes. The pipeline's sink writes batches to Parquet as they arrive and
 /// collects rejections; in `--strict` mode `reject` fails and the parser stops.
@@ -77,13 +56,21 @@ pub struct CollectSink {
 impl CollectSink {
     /// All batches of one table, concatenated.
     pub fn table(&self, table: Table) -> RecordBatch {
-        let batches: Vec<_> =
-            self.batches.iter().filter(|(t, _)| *t == table).map(|(_, b)| b.clone()).collect();
+        let batches: Vec<_> = self
+            .batches
+            .iter()
+            .filter(|(t, _)| *t == table)
+            .map(|(_, b)| b.clone())
+            .collect();
         arrow::compute::concat_batches(&table.schema(), &batches).expect("same schema")
     }
 
     pub fn rows(&self, table: Table) -> usize {
-        self.batches.iter().filter(|(t, _)| *t == table).map(|(_, b)| b.num_rows()).sum()
+        self.batches
+            .iter()
+            .filter(|(t, _)| *t == table)
+            .map(|(_, b)| b.num_rows())
+            .sum()
     }
 }
 

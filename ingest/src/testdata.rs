@@ -9,10 +9,17 @@ pub fn shared_data(relative: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
     if !root.is_dir() {
-        eprintln!("skipped: conformance data folder {} not found", root.display());
+        eprintln!(
+            "skipped: conformance data folder {} not found",
+            root.display()
+        );
         return None;
     }
     let path = root.join(relative);
-    assert!(path.exists(), "{} is missing from the shared data folder", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing from the shared data folder",
+        path.display()
+    );
     Some(path)
 }

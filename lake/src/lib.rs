@@ -5,8 +5,68 @@
 //! - `store.rs` opens the object store named by `--data` (a directory or a URL).
 //! - `writer.rs` splits batches by day and scope, sorts them and writes immutable zstd Parquet.
 //! - `catalog.rs` is the sqlx manifest (SQLite or PostgreSQL): files, batches, quarantine.
+//!
+//! Write path: parser → `TableWriter::write` (objects land, invisible) → `Catalog::commit_batch`
+//! (one transaction makes them visible). Read path: `Catalog::active_files` → Parquet scan.
 
+pub mod catalog;
 pub mod error;
+pub mod paths;
+pub mod store;
 pub mod tables;
+#[doc(hidden)]
+pub mod testing;
+pub mod writer;
 
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+
+pub use catalog::{Catalog, Rejection};
 pub use error::{LakeError, Result};
+pub use store::DataLocation;
+
+/// Where a lake lives: `--data` and `--catalog`.
+#[derive(Debug, Clone)]
+pub struct LakeConfig {
+    pub data: String,
+    /// `sqlite://…` or `postgres://…`; a SQLite file inside a local lake when not given.
+    pub catalog: Option<String>,
+}
+
+/// An open lake: the object store and its catalog.
+#[derive(Debug, Clone)]
+pub struct Lake {
+    location: DataLocation,
+    store: Arc<dyn ObjectStore>,
+    catalog: Catalog,
+}
+
+impl Lake {
+    pub async fn open(config: &LakeConfig) -> Result<Self> {
+        let location = DataLocation::parse(&config.data)?;
+        let store = location.open()?;
+        let catalog_url = config
+            .catalog
+            .clone()
+            .unwrap_or_else(|| location.default_catalog_url());
+        let catalog = Catalog::connect(&catalog_url).await?;
+        Ok(Self {
+            location,
+            store,
+            catalog,
+        })
+    }
+
+    pub fn location(&self) -> &DataLocation {
+        &self.location
+    }
+
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+}

@@ -155,9 +155,18 @@ pub const DCGM_FIELDS: &[(&str, &str)] = &[
     ("DCGM_FI_DEV_MEMORY_TEMP", "memory_temp_c"),
     ("DCGM_FI_DEV_XID_ERRORS", "xid_last"),
     ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "pcie_replay_count"),
-    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "nvlink_bandwidth_total"),
-    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "uncorrectable_remapped_rows"),
-    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "correctable_remapped_rows"),
+    (
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "nvlink_bandwidth_total",
+    ),
+    (
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "uncorrectable_remapped_rows",
+    ),
+    (
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "correctable_remapped_rows",
+    ),
     ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "row_remap_failure"),
     ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "vgpu_license_status"),
 ];
@@ -282,7 +291,13 @@ static BILLING_LINES: LazyLock<SchemaRef> = LazyLock::new(|| {
 });
 
 /// The attribution labels that every table carries and a policy validates.
-pub const ATTRIBUTION_LABELS: &[&str] = &["team", "environment", "workload_type", "model", "cost_center"];
+pub const ATTRIBUTION_LABELS: &[&str] = &[
+    "team",
+    "environment",
+    "workload_type",
+    "model",
+    "cost_center",
+];
 
 static TOKEN_USAGE: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![
@@ -351,6 +366,33 @@ static SCHEDULER_EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
     ]))
 });
 
+/// A batch of `table` from the named columns; every other column is null. For tests and for
+/// producers that fill only a few columns.
+pub fn batch_with_columns(
+    table: Table,
+    columns: Vec<(&str, arrow::array::ArrayRef)>,
+) -> Result<arrow::record_batch::RecordBatch, arrow::error::ArrowError> {
+    let schema = table.schema();
+    let rows = columns.first().map(|(_, c)| c.len()).unwrap_or(0);
+    let mut given: std::collections::HashMap<&str, arrow::array::ArrayRef> =
+        columns.into_iter().collect();
+    let arrays = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            given
+                .remove(f.name().as_str())
+                .unwrap_or_else(|| arrow::array::new_null_array(f.data_type(), rows))
+        })
+        .collect();
+    if let Some(name) = given.keys().next() {
+        return Err(arrow::error::ArrowError::SchemaError(format!(
+            "{table} has no column {name}"
+        )));
+    }
+    arrow::record_batch::RecordBatch::try_new(schema, arrays)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,7 +403,9 @@ mod tests {
             let schema = table.schema();
             schema.index_of(table.time_column()).unwrap();
             for c in table.sort_columns().iter().chain(table.scope_columns()) {
-                schema.index_of(c).unwrap_or_else(|_| panic!("{table}: no column {c}"));
+                schema
+                    .index_of(c)
+                    .unwrap_or_else(|_| panic!("{table}: no column {c}"));
             }
             assert_eq!(table.name().parse::<Table>().unwrap(), table);
         }

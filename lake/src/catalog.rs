@@ -1,0 +1,393 @@
+//! The catalog: the manifest of Parquet files, the ingest batches that wrote them, and the
+//! quarantine of rejected records. SQLite by default, PostgreSQL for several replicas; one code
+//! path over sqlx's `Any` driver, with a migration folder per dialect.
+//!
+//! A batch becomes visible in one transaction: its files, its rejections, and the retirement of
+//! the files it restates. Until then its Parquet files exist in the store but no scan sees them.
+
+use chrono::Utc;
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{AnyPool, Row};
+
+use crate::error::{LakeError, Result};
+use crate::tables::Table;
+use crate::writer::WrittenFile;
+
+/// A record the parser could not accept, kept whole in the quarantine with the reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// 1-based line (or record number for formats without lines) in the input.
+    pub line: u64,
+    /// The field that is wrong, as the input names it (a column, a JSON key, a label).
+    pub field: String,
+    pub reason: String,
+    /// The offending record as it was read, truncated to a few kilobytes.
+    pub raw: String,
+}
+
+impl Rejection {
+    pub fn new(line: u64, field: impl Into<String>, reason: impl Into<String>, raw: &str) -> Self {
+        const MAX_RAW: usize = 4096;
+        let mut end = raw.len().min(MAX_RAW);
+        while !raw.is_char_boundary(end) {
+            end -= 1;
+        }
+        Self {
+            line,
+            field: field.into(),
+            reason: reason.into(),
+            raw: raw[..end].to_string(),
+        }
+    }
+}
+
+/// An ingest batch about to be committed.
+#[derive(Debug, Clone)]
+pub struct NewBatch {
+    pub batch_id: String,
+    pub source: String,
+    pub origin: String,
+    pub content_hash: String,
+    pub idempotency_key: Option<String>,
+    pub records_read: u64,
+    pub started_at: i64,
+}
+
+/// A committed batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchRecord {
+    pub batch_id: String,
+    pub source: String,
+    pub origin: String,
+    pub records_read: i64,
+    pub rows_landed: i64,
+    pub records_rejected: i64,
+    pub rows_replaced: i64,
+    pub committed_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum CommitOutcome {
+    Committed {
+        rows_landed: u64,
+        rows_replaced: u64,
+    },
+    /// The same input (or idempotency key) was committed before, by this batch.
+    Duplicate(BatchRecord),
+}
+
+/// A file the catalog lists for scans.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileEntry {
+    pub path: String,
+    pub table: String,
+    pub partition_date: String,
+    pub batch_id: String,
+    pub rows: i64,
+    pub bytes: i64,
+    pub min_ts: i64,
+    pub max_ts: i64,
+    pub replaced_by: Option<String>,
+}
+
+/// A quarantined record as listed from the catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuarantineEntry {
+    pub batch_id: String,
+    pub source: String,
+    pub origin: String,
+    pub rejection: Rejection,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+fn now_micros() -> i64 {
+    Utc::now().timestamp_micros()
+}
+
+impl Catalog {
+    /// Connects and brings the schema up to date.
+    pub async fn connect(url: &str) -> Result<Self> {
+        install_default_drivers();
+        let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres
+        } else if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else {
+            return Err(LakeError::Location {
+                location: url.into(),
+                reason: "the catalog must be sqlite://… or postgres://…".into(),
+            });
+        };
+        let pool = AnyPoolOptions::new()
+            // SQLite allows one writer at a time; one connection keeps writes in order without busy errors.
+            .max_connections(if backend == Backend::Sqlite { 1 } else { 8 })
+            .connect(url)
+            .await?;
+        match backend {
+            Backend::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&pool).await?,
+            Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
+        }
+        Ok(Self { pool, backend })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// The committed batch with this content hash or idempotency key, if any.
+    pub async fn find_batch(
+        &self,
+        source: &str,
+        content_hash: &str,
+        idempotency_key: Option<&str>,
+    ) -> Result<Option<BatchRecord>> {
+        let row = sqlx::query(
+            "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at
+             FROM ingest_batches
+             WHERE (source = $1 AND content_hash = $2) OR (idempotency_key IS NOT NULL AND idempotency_key = $3)
+             ORDER BY committed_at LIMIT 1",
+        )
+        .bind(source)
+        .bind(content_hash)
+        .bind(idempotency_key)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| batch_from_row(&r)))
+    }
+
+    /// Makes a batch visible: its files, its quarantine, and the retirement of every active file
+    /// of the same restatement scope from earlier batches. All or nothing.
+    pub async fn commit_batch(
+        &self,
+        batch: &NewBatch,
+        files: &[WrittenFile],
+        rejections: &[Rejection],
+    ) -> Result<CommitOutcome> {
+        if let Some(existing) = self
+            .find_batch(
+                &batch.source,
+                &batch.content_hash,
+                batch.idempotency_key.as_deref(),
+            )
+            .await?
+        {
+            return Ok(CommitOutcome::Duplicate(existing));
+        }
+        let now = now_micros();
+        let rows_landed: u64 = files.iter().map(|f| f.rows).sum();
+        let mut tx = self.pool.begin().await?;
+
+        let mut rows_replaced: i64 = 0;
+        let mut scopes: Vec<(Table, &str)> = files
+            .iter()
+            .filter_map(|f| f.scope.as_deref().map(|s| (f.path.table, s)))
+            .collect();
+        scopes.sort();
+        scopes.dedup();
+        for (table, scope) in scopes {
+            let replaced = sqlx::query(
+                "SELECT COALESCE(CAST(SUM(row_count) AS BIGINT), 0) AS n FROM files
+                 WHERE table_name = $1 AND scope = $2 AND replaced_by IS NULL",
+            )
+            .bind(table.name())
+            .bind(scope)
+            .fetch_one(&mut *tx)
+            .await?;
+            rows_replaced += replaced.try_get::<i64, _>("n")?;
+            sqlx::query("UPDATE files SET replaced_by = $1 WHERE table_name = $2 AND scope = $3 AND replaced_by IS NULL")
+                .bind(&batch.batch_id)
+                .bind(table.name())
+                .bind(scope)
+                .execute(&mut *tx)
+                .await?;
+        }
+
+        let inserted = sqlx::query(
+            "INSERT INTO ingest_batches (batch_id, source, origin, content_hash, idempotency_key, records_read,
+                 rows_landed, records_rejected, rows_replaced, started_at, committed_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(&batch.batch_id)
+        .bind(&batch.source)
+        .bind(&batch.origin)
+        .bind(&batch.content_hash)
+        .bind(batch.idempotency_key.as_deref())
+        .bind(batch.records_read as i64)
+        .bind(rows_landed as i64)
+        .bind(rejections.len() as i64)
+        .bind(rows_replaced)
+        .bind(batch.started_at)
+        .bind(now)
+        .execute(&mut *tx)
+        .await;
+        if let Err(error) = inserted {
+            // A concurrent commit of the same input won the unique index: report it as the duplicate.
+            tx.rollback().await?;
+            return match self
+                .find_batch(
+                    &batch.source,
+                    &batch.content_hash,
+                    batch.idempotency_key.as_deref(),
+                )
+                .await?
+            {
+                Some(existing) => Ok(CommitOutcome::Duplicate(existing)),
+                None => Err(error.into()),
+            };
+        }
+
+        for file in files {
+            sqlx::query(
+                "INSERT INTO files (path, table_name, partition_date, batch_id, scope, row_count, byte_count,
+                     min_ts, max_ts, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            )
+            .bind(file.path.to_path().to_string())
+            .bind(file.path.table.name())
+            .bind(file.path.date.format("%Y-%m-%d").to_string())
+            .bind(&batch.batch_id)
+            .bind(file.scope.as_deref())
+            .bind(file.rows as i64)
+            .bind(file.bytes as i64)
+            .bind(file.min_ts)
+            .bind(file.max_ts)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for rejection in rejections {
+            sqlx::query(
+                "INSERT INTO quarantine (batch_id, source, origin, line, field, reason, raw, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(&batch.batch_id)
+            .bind(&batch.source)
+            .bind(&batch.origin)
+            .bind(rejection.line as i64)
+            .bind(&rejection.field)
+            .bind(&rejection.reason)
+            .bind(&rejection.raw)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(CommitOutcome::Committed {
+            rows_landed,
+            rows_replaced: rows_replaced as u64,
+        })
+    }
+
+    /// Active (not restated) files of a table whose time range overlaps `[from, to)`, in
+    /// microseconds; `None` bounds are open. Scans call this instead of listing the store.
+    pub async fn active_files(
+        &self,
+        table: Table,
+        from: Option<i64>,
+        to: Option<i64>,
+    ) -> Result<Vec<FileEntry>> {
+        let rows = sqlx::query(
+            "SELECT path, table_name, partition_date, batch_id, row_count, byte_count, min_ts, max_ts, replaced_by
+             FROM files
+             WHERE table_name = $1 AND replaced_by IS NULL AND max_ts >= $2 AND min_ts < $3
+             ORDER BY partition_date, path",
+        )
+        .bind(table.name())
+        .bind(from.unwrap_or(i64::MIN))
+        .bind(to.unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(file_from_row).collect()
+    }
+
+    /// Every file, restated ones included (for `system.files`).
+    pub async fn all_files(&self) -> Result<Vec<FileEntry>> {
+        let rows = sqlx::query(
+            "SELECT path, table_name, partition_date, batch_id, row_count, byte_count, min_ts, max_ts, replaced_by
+             FROM files ORDER BY table_name, partition_date, path",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(file_from_row).collect()
+    }
+
+    pub async fn batches(&self) -> Result<Vec<BatchRecord>> {
+        let rows = sqlx::query(
+            "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at
+             FROM ingest_batches ORDER BY committed_at, batch_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(batch_from_row).collect())
+    }
+
+    pub async fn quarantine(&self) -> Result<Vec<QuarantineEntry>> {
+        let rows = sqlx::query(
+            "SELECT batch_id, source, origin, line, field, reason, raw, created_at FROM quarantine ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(QuarantineEntry {
+                    batch_id: r.try_get("batch_id")?,
+                    source: r.try_get("source")?,
+                    origin: r.try_get("origin")?,
+                    rejection: Rejection {
+                        line: r.try_get::<i64, _>("line")? as u64,
+                        field: r.try_get("field")?,
+                        reason: r.try_get("reason")?,
+                        raw: r.try_get("raw")?,
+                    },
+                    created_at: r.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+}
+
+fn batch_from_row(r: &sqlx::any::AnyRow) -> BatchRecord {
+    BatchRecord {
+        batch_id: r.get("batch_id"),
+        source: r.get("source"),
+        origin: r.get("origin"),
+        records_read: r.get("records_read"),
+        rows_landed: r.get("rows_landed"),
+        records_rejected: r.get("records_rejected"),
+        rows_replaced: r.get("rows_replaced"),
+        committed_at: r.get("committed_at"),
+    }
+}
+
+fn file_from_row(r: &sqlx::any::AnyRow) -> Result<FileEntry> {
+    Ok(FileEntry {
+        path: r.try_get("path")?,
+        table: r.try_get("table_name")?,
+        partition_date: r.try_get("partition_date")?,
+        batch_id: r.try_get("batch_id")?,
+        rows: r.try_get("row_count")?,
+        bytes: r.try_get("byte_count")?,
+        min_ts: r.try_get("min_ts")?,
+        max_ts: r.try_get("max_ts")?,
+        replaced_by: r.try_get("replaced_by")?,
+    })
+}
+
+#[cfg(test)]
+mod tests;

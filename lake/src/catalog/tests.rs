@@ -1,0 +1,228 @@
+use chrono::NaiveDate;
+
+use super::*;
+use crate::paths::TableFilePath;
+use crate::testing::catalog_urls;
+
+fn file(
+    table: Table,
+    batch: &str,
+    seq: u32,
+    scope: Option<&str>,
+    rows: u64,
+    range: (i64, i64),
+) -> WrittenFile {
+    WrittenFile {
+        path: TableFilePath::new(
+            table,
+            NaiveDate::from_ymd_opt(2024, 9, 18).unwrap(),
+            batch,
+            seq,
+        ),
+        scope: scope.map(str::to_string),
+        rows,
+        bytes: 100,
+        min_ts: range.0,
+        max_ts: range.1,
+    }
+}
+
+fn batch(id: &str, hash: &str, key: Option<&str>) -> NewBatch {
+    NewBatch {
+        batch_id: id.into(),
+        source: "focus".into(),
+        origin: format!("{id}.csv"),
+        content_hash: hash.into(),
+        idempotency_key: key.map(str::to_string),
+        records_read: 3,
+        started_at: 0,
+    }
+}
+
+/// Every scenario runs on each catalog backend the test command provides.
+async fn each_catalog(test: impl AsyncFn(Catalog)) {
+    let dir = tempfile::tempdir().unwrap();
+    for (backend, url) in catalog_urls(dir.path()).await {
+        eprintln!("catalog backend: {backend}");
+        test(Catalog::connect(&url).await.unwrap()).await;
+    }
+}
+
+#[tokio::test]
+async fn commit_lists_files_by_time_and_keeps_rejections() {
+    each_catalog(async |catalog| {
+        let files = [
+            file(Table::TokenUsage, "b1", 1, None, 10, (100, 200)),
+            file(Table::TokenUsage, "b1", 2, None, 5, (300, 400)),
+        ];
+        let rejected = [Rejection::new(7, "ts", "not a time", "{\"ts\": 1}")];
+        let outcome = catalog
+            .commit_batch(&batch("b1", "h1", None), &files, &rejected)
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            CommitOutcome::Committed {
+                rows_landed: 15,
+                rows_replaced: 0
+            }
+        );
+
+        let all = catalog
+            .active_files(Table::TokenUsage, None, None)
+            .await
+            .unwrap();
+        assert_eq!(all.len(), 2);
+        // [250, 300) touches neither file; [250, 301) touches the second; [200, 201) the first (inclusive max).
+        assert!(
+            catalog
+                .active_files(Table::TokenUsage, Some(250), Some(300))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            catalog
+                .active_files(Table::TokenUsage, Some(250), Some(301))
+                .await
+                .unwrap()[0]
+                .rows,
+            5
+        );
+        assert_eq!(
+            catalog
+                .active_files(Table::TokenUsage, Some(200), Some(201))
+                .await
+                .unwrap()[0]
+                .rows,
+            10
+        );
+        assert!(
+            catalog
+                .active_files(Table::BillingLines, None, None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+
+        let quarantine = catalog.quarantine().await.unwrap();
+        assert_eq!(quarantine.len(), 1);
+        assert_eq!(quarantine[0].rejection, rejected[0]);
+        assert_eq!(quarantine[0].origin, "b1.csv");
+        let batches = catalog.batches().await.unwrap();
+        assert_eq!(
+            (batches[0].rows_landed, batches[0].records_rejected),
+            (15, 1)
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_same_input_or_idempotency_key_commits_once() {
+    each_catalog(async |catalog| {
+        let f = [file(Table::TokenUsage, "b1", 1, None, 10, (0, 1))];
+        catalog
+            .commit_batch(&batch("b1", "same", Some("key-1")), &f, &[])
+            .await
+            .unwrap();
+        let again = catalog
+            .commit_batch(&batch("b2", "same", None), &f, &[])
+            .await
+            .unwrap();
+        assert!(
+            matches!(again, CommitOutcome::Duplicate(ref b) if b.batch_id == "b1"),
+            "{again:?}"
+        );
+        let by_key = catalog
+            .commit_batch(&batch("b3", "other", Some("key-1")), &f, &[])
+            .await
+            .unwrap();
+        assert!(
+            matches!(by_key, CommitOutcome::Duplicate(ref b) if b.batch_id == "b1"),
+            "{by_key:?}"
+        );
+        assert_eq!(
+            catalog
+                .active_files(Table::TokenUsage, None, None)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(catalog.batches().await.unwrap().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_new_delivery_of_a_scope_replaces_the_old_one_only() {
+    each_catalog(async |catalog| {
+        let first = [
+            file(
+                Table::BillingLines,
+                "d1",
+                1,
+                Some("acct|2024-09"),
+                4,
+                (0, 10),
+            ),
+            file(
+                Table::BillingLines,
+                "d1",
+                2,
+                Some("acct|2024-08"),
+                6,
+                (0, 10),
+            ),
+        ];
+        catalog
+            .commit_batch(&batch("d1", "h1", None), &first, &[])
+            .await
+            .unwrap();
+        let restated = [file(
+            Table::BillingLines,
+            "d2",
+            1,
+            Some("acct|2024-09"),
+            3,
+            (0, 10),
+        )];
+        let outcome = catalog
+            .commit_batch(&batch("d2", "h2", None), &restated, &[])
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            CommitOutcome::Committed {
+                rows_landed: 3,
+                rows_replaced: 4
+            }
+        );
+
+        let active = catalog
+            .active_files(Table::BillingLines, None, None)
+            .await
+            .unwrap();
+        let mut paths: Vec<_> = active
+            .iter()
+            .map(|f| (f.batch_id.as_str(), f.rows))
+            .collect();
+        paths.sort();
+        assert_eq!(
+            paths,
+            [("d1", 6), ("d2", 3)],
+            "August stays, September is replaced"
+        );
+        let retired: Vec<_> = catalog
+            .all_files()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|f| f.replaced_by.is_some())
+            .collect();
+        assert_eq!(retired.len(), 1);
+        assert_eq!(retired[0].replaced_by.as_deref(), Some("d2"));
+    })
+    .await;
+}

@@ -1,0 +1,139 @@
+//! Every object-store key the product writes, as small types with a constructor and a parser.
+//! Nothing else in the code base formats a key: change the layout here and only here.
+//!
+//! ```text
+//! tables/<table>/date=YYYY-MM-DD/<batch_id>-<seq>.parquet    landed records (Hive style)
+//! reports/weekly/<YYYY-Www>/report.<ext>                       weekly report exports
+//! ```
+
+use chrono::NaiveDate;
+use object_store::path::Path;
+
+use crate::error::{LakeError, Result};
+use crate::tables::Table;
+
+/// An immutable Parquet file of a table, in its day partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableFilePath {
+    pub table: Table,
+    pub date: NaiveDate,
+    pub batch_id: String,
+    pub seq: u32,
+}
+
+impl TableFilePath {
+    pub fn new(table: Table, date: NaiveDate, batch_id: &str, seq: u32) -> Self {
+        Self {
+            table,
+            date,
+            batch_id: batch_id.to_string(),
+            seq,
+        }
+    }
+
+    /// The folder of one table (for listing by hand; scans use the catalog instead).
+    pub fn table_prefix(table: Table) -> Path {
+        Path::from(format!("tables/{table}"))
+    }
+
+    pub fn to_path(&self) -> Path {
+        Path::from(format!(
+            "tables/{}/date={}/{}-{:05}.parquet",
+            self.table,
+            self.date.format("%Y-%m-%d"),
+            self.batch_id,
+            self.seq
+        ))
+    }
+
+    pub fn parse(path: &Path) -> Result<Self> {
+        let invalid = |reason: &str| LakeError::Path {
+            path: path.to_string(),
+            reason: reason.into(),
+        };
+        let parts: Vec<_> = path.parts().collect();
+        let [tables, table, date, file] = parts.as_slice() else {
+            return Err(invalid("expected tables/<table>/date=<day>/<file>.parquet"));
+        };
+        if tables.as_ref() != "tables" {
+            return Err(invalid("not under tables/"));
+        }
+        let table: Table = table.as_ref().parse().map_err(|e: String| invalid(&e))?;
+        let date = date
+            .as_ref()
+            .strip_prefix("date=")
+            .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
+            .ok_or_else(|| invalid("partition is not date=YYYY-MM-DD"))?;
+        let stem = file
+            .as_ref()
+            .strip_suffix(".parquet")
+            .ok_or_else(|| invalid("not .parquet"))?;
+        let (batch_id, seq) = stem
+            .rsplit_once('-')
+            .ok_or_else(|| invalid("no sequence number"))?;
+        let seq = seq
+            .parse()
+            .map_err(|_| invalid("sequence is not a number"))?;
+        Ok(Self {
+            table,
+            date,
+            batch_id: batch_id.to_string(),
+            seq,
+        })
+    }
+}
+
+/// One object of an exported weekly report, e.g. `reports/weekly/2026-W48/report.json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WeeklyReportPath {
+    /// ISO week as `YYYY-Www`.
+    pub week: String,
+    pub extension: String,
+}
+
+impl WeeklyReportPath {
+    pub fn to_path(&self) -> Path {
+        Path::from(format!(
+            "reports/weekly/{}/report.{}",
+            self.week, self.extension
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_file_path_round_trips() {
+        let day = NaiveDate::from_ymd_opt(2024, 9, 18).unwrap();
+        let p = TableFilePath::new(Table::BillingLines, day, "b7f3a1", 12);
+        let path = p.to_path();
+        assert_eq!(
+            path.as_ref(),
+            "tables/billing_lines/date=2024-09-18/b7f3a1-00012.parquet"
+        );
+        assert_eq!(TableFilePath::parse(&path).unwrap(), p);
+    }
+
+    #[test]
+    fn foreign_paths_are_refused() {
+        for bad in [
+            "tables/nope/date=2024-09-18/a-00001.parquet",
+            "tables/gpu_samples/day=2024-09-18/a-00001.parquet",
+            "tables/gpu_samples/date=2024-09-18/a.parquet",
+            "reports/weekly/2024-W01/report.json",
+        ] {
+            assert!(TableFilePath::parse(&Path::from(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn weekly_report_path() {
+        let p = WeeklyReportPath {
+            week: "2026-W48".into(),
+            extension: "html".into(),
+        };
+        assert_eq!(p.to_path().as_ref(), "reports/weekly/2026-W48/report.html");
+    }
+}
