@@ -1,0 +1,254 @@
+//! The hourly ledger: every second of a GPU that was billed or observed lands in exactly one
+//! idle class (DESIGN §5) for exactly one owner, and carries the price in force at that second.
+//!
+//! Per GPU the time line is cut at every boundary (allocation, reservation, fault, price, hour,
+//! sample); in each piece:
+//! - allocated shares are charged to their owners (scaled down if they overcommit the GPU):
+//!   `busy` when SM activity ≥ the threshold, `allocated_idle` below it. Allocated time with no
+//!   telemetry counts as busy: a missing sample is no evidence of idleness;
+//! - the unallocated rest is `fault` if the GPU was unhealthy, else `reserved` with the
+//!   reservation's reason if one covers it, else `unexplained`.
+//!
+//! Because the pieces partition the GPU's existence and each is costed at its price, the cost
+//! of a GPU's rows is exactly the cost of its billed seconds: the ledger balances by construction.
+
+use std::collections::BTreeMap;
+
+use crate::allocation::Allocation;
+use crate::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
+
+/// Defaults of DESIGN §5.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClassifyConfig {
+    /// SM activity (0–1) below which allocated time is idle.
+    pub idle_threshold: f64,
+    /// How long a sample stands for when the next one does not come sooner.
+    pub max_sample_gap: Micros,
+}
+
+impl Default for ClassifyConfig {
+    fn default() -> Self {
+        Self { idle_threshold: 0.05, max_sample_gap: 120 * 1_000_000 }
+    }
+}
+
+/// One telemetry sample of a GPU.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UsageSample {
+    pub ts: Micros,
+    /// SM activity 0–1 (`sm_active`, else `gr_engine_active`, else `gpu_util` / 100).
+    pub sm_active: Option<f64>,
+    pub power_w: Option<f64>,
+}
+
+/// A price in force over a span, per GPU-hour.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PriceSegment {
+    pub span: Span,
+    pub price_per_hour: f64,
+}
+
+/// Everything known about one physical GPU in the window.
+#[derive(Debug, Clone, Default)]
+pub struct GpuTimeline<'a> {
+    pub cluster: String,
+    pub node: String,
+    pub gpu_index: u32,
+    pub gpu_uuid: Option<String>,
+    /// When the GPU counts at all: billed or observed spans (may overlap).
+    pub existence: Vec<Span>,
+    pub allocations: Vec<&'a Allocation>,
+    /// Declared reservations and their reason (`warm_pool`, `ha_redundancy`, …).
+    pub reservations: Vec<(Span, String)>,
+    pub faults: Vec<Span>,
+    /// Sorted by time.
+    pub samples: Vec<UsageSample>,
+    /// Prices add where they overlap (usage, tax and credit lines of one resource).
+    pub prices: Vec<PriceSegment>,
+}
+
+/// Who a row belongs to. `None` for the unallocated part of the GPU.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Owner {
+    pub team: String,
+    pub namespace: Option<String>,
+    pub workload: Option<String>,
+}
+
+/// A row of `gpu_hours`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GpuHour {
+    pub hour: Micros,
+    pub cluster: String,
+    pub node: String,
+    pub gpu_index: u32,
+    pub gpu_uuid: Option<String>,
+    pub owner: Option<Owner>,
+    pub alloc_seconds: f64,
+    pub busy_seconds: f64,
+    pub allocated_idle_seconds: f64,
+    pub reserved_seconds: f64,
+    pub reserved_reason: Option<String>,
+    pub unexplained_seconds: f64,
+    pub fault_seconds: f64,
+    /// Time-weighted over the allocated seconds that had telemetry; `None` when none had.
+    pub sm_active: Option<f64>,
+    pub energy_wh: f64,
+    pub cost: f64,
+    /// GPU-share-weighted sum of SM activity, and the seconds it covers (to average later).
+    sm_weighted: f64,
+    sm_seconds: f64,
+}
+
+impl GpuHour {
+    /// All the seconds of the row, whatever their class.
+    pub fn seconds(&self) -> f64 {
+        self.busy_seconds + self.allocated_idle_seconds + self.reserved_seconds + self.unexplained_seconds + self.fault_seconds
+    }
+
+    /// The average price over the row's seconds.
+    pub fn price_per_hour(&self) -> f64 {
+        let seconds = self.seconds();
+        if seconds > 0.0 { self.cost / seconds * 3600.0 } else { 0.0 }
+    }
+}
+
+/// `owner` is resolved by the caller (team policy applied) from an allocation.
+pub fn gpu_hours(timeline: &GpuTimeline<'_>, config: &ClassifyConfig, owner_of: impl Fn(&Allocation) -> Owner) -> Vec<GpuHour> {
+    let existence = union(&timeline.existence);
+    let Some(window) = existence.first().map(|f| Span::new(f.start, existence.last().expect("non-empty").end)) else {
+        return vec![];
+    };
+    let mut cuts: Vec<Micros> = Vec::new();
+    let mut add_span = |s: &Span| {
+        cuts.push(s.start);
+        cuts.push(s.end);
+    };
+    existence.iter().for_each(&mut add_span);
+    timeline.allocations.iter().for_each(|a| add_span(&a.span));
+    timeline.reservations.iter().for_each(|(s, _)| add_span(s));
+    timeline.faults.iter().for_each(&mut add_span);
+    timeline.prices.iter().for_each(|p| add_span(&p.span));
+    for sample in &timeline.samples {
+        cuts.push(sample.ts);
+        cuts.push(sample.ts + config.max_sample_gap);
+    }
+    cuts.extend(window.hours().skip(1));
+    cuts.retain(|t| window.contains(*t) || *t == window.end);
+    cuts.sort_unstable();
+    cuts.dedup();
+
+    let owners: Vec<Owner> = timeline.allocations.iter().map(|a| owner_of(a)).collect();
+    let mut rows: BTreeMap<RowKey, GpuHour> = BTreeMap::new();
+    let mut existence_cursor = 0;
+    let mut sample_cursor = 0;
+    for piece in cuts.windows(2).map(|w| Span::new(w[0], w[1])) {
+        while existence_cursor < existence.len() && existence[existence_cursor].end <= piece.start {
+            existence_cursor += 1;
+        }
+        if existence_cursor == existence.len() || !existence[existence_cursor].contains(piece.start) {
+            continue;
+        }
+        while sample_cursor + 1 < timeline.samples.len() && timeline.samples[sample_cursor + 1].ts <= piece.start {
+            sample_cursor += 1;
+        }
+        let sample = timeline
+            .samples
+            .get(sample_cursor)
+            .filter(|s| s.ts <= piece.start && piece.start < s.ts + config.max_sample_gap);
+        let sm_active = sample.and_then(|s| s.sm_active);
+        let power = sample.and_then(|s| s.power_w);
+        let seconds = piece.seconds();
+        let price: f64 = timeline.prices.iter().filter(|p| p.span.contains(piece.start)).map(|p| p.price_per_hour).sum();
+        let hour = floor_hour(piece.start);
+
+        let active: Vec<usize> = (0..timeline.allocations.len()).filter(|&i| timeline.allocations[i].span.contains(piece.start)).collect();
+        let total_share: f64 = active.iter().map(|&i| timeline.allocations[i].share).sum();
+        let scale = if total_share > 1.0 { 1.0 / total_share } else { 1.0 };
+        for &i in &active {
+            let held = seconds * timeline.allocations[i].share * scale;
+            let entry = row(&mut rows, timeline, hour, Some(owners[i].clone()), None);
+            entry.alloc_seconds += held;
+            match sm_active {
+                Some(v) if v < config.idle_threshold => entry.allocated_idle_seconds += held,
+                _ => entry.busy_seconds += held,
+            }
+            if let Some(v) = sm_active {
+                entry.sm_weighted += v * held;
+                entry.sm_seconds += held;
+            }
+            entry.energy_wh += power.unwrap_or(0.0) * held / 3600.0;
+            entry.cost += held * price / 3600.0;
+        }
+        let free = seconds * (1.0 - total_share.min(1.0));
+        if free > 0.0 {
+            let fault = timeline.faults.iter().any(|f| f.contains(piece.start));
+            let reason = if fault {
+                None
+            } else {
+                timeline.reservations.iter().filter(|(s, _)| s.contains(piece.start)).map(|(_, r)| r.clone()).min()
+            };
+            let entry = row(&mut rows, timeline, hour, None, reason.clone());
+            match (fault, reason) {
+                (true, _) => entry.fault_seconds += free,
+                (false, Some(_)) => entry.reserved_seconds += free,
+                (false, None) => entry.unexplained_seconds += free,
+            }
+            entry.energy_wh += power.unwrap_or(0.0) * free / 3600.0;
+            entry.cost += free * price / 3600.0;
+        }
+    }
+    rows.into_values()
+        .map(|mut r| {
+            r.sm_active = (r.sm_seconds > 0.0).then(|| r.sm_weighted / r.sm_seconds);
+            r
+        })
+        .collect()
+}
+
+type RowKey = (Micros, Option<Owner>, Option<String>);
+
+/// The row of an (hour, owner, reservation reason), created on first use.
+fn row<'r>(
+    rows: &'r mut BTreeMap<RowKey, GpuHour>,
+    timeline: &GpuTimeline<'_>,
+    hour: Micros,
+    owner: Option<Owner>,
+    reason: Option<String>,
+) -> &'r mut GpuHour {
+    rows.entry((hour, owner.clone(), reason.clone())).or_insert_with(|| GpuHour {
+        hour,
+        cluster: timeline.cluster.clone(),
+        node: timeline.node.clone(),
+        gpu_index: timeline.gpu_index,
+        gpu_uuid: timeline.gpu_uuid.clone(),
+        owner,
+        reserved_reason: reason,
+        ..GpuHour::default()
+    })
+}
+
+/// Sorted, non-overlapping union of spans.
+fn union(spans: &[Span]) -> Vec<Span> {
+    let mut sorted: Vec<Span> = spans.iter().copied().filter(|s| !s.is_empty()).collect();
+    sorted.sort();
+    let mut merged: Vec<Span> = Vec::with_capacity(sorted.len());
+    for span in sorted {
+        match merged.last_mut() {
+            Some(last) if span.start <= last.end => last.end = last.end.max(span.end),
+            _ => merged.push(span),
+        }
+    }
+    merged
+}
+
+/// Hours spanned by observation: a GPU seen in an hour counts that whole hour.
+pub fn observed_hours(times: impl IntoIterator<Item = Micros>) -> Vec<Span> {
+    let mut hours: Vec<Micros> = times.into_iter().map(floor_hour).collect();
+    hours.sort_unstable();
+    hours.dedup();
+    hours.into_iter().map(|h| Span::new(h, h + MICROS_PER_HOUR)).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,45 @@
+//! Builds the `SessionContext` every SQL entry point uses (CLI, HTTP, Postgres wire), so that
+//! all of them see the same tables and functions.
+
+use std::sync::{Arc, LazyLock};
+
+use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use gpuledger_lake::Lake;
+use gpuledger_lake::tables::Table;
+use url::Url;
+
+use crate::error::QueryError;
+use crate::lake_table::LakeTable;
+use crate::system_tables::{SystemTable, SystemTableProvider};
+
+/// The URL under which the lake's object store is registered with DataFusion.
+static LAKE_URL: LazyLock<Url> = LazyLock::new(|| Url::parse("gpuledger://lake/").expect("valid URL"));
+
+pub const CATALOG_NAME: &str = "gpuledger";
+pub const DEFAULT_SCHEMA: &str = "public";
+pub const SYSTEM_SCHEMA: &str = "system";
+
+pub fn new_session(lake: &Lake) -> Result<SessionContext, QueryError> {
+    let config = SessionConfig::new()
+        .with_information_schema(true)
+        .with_default_catalog_and_schema(CATALOG_NAME, DEFAULT_SCHEMA);
+    let ctx = SessionContext::new_with_config(config);
+    ctx.register_object_store(&LAKE_URL, Arc::clone(lake.store()));
+    let store_url = ObjectStoreUrl::parse(LAKE_URL.as_str())?;
+
+    for table in Table::ALL {
+        ctx.register_table(table.name(), Arc::new(LakeTable::new(table, lake.catalog().clone(), store_url.clone())))?;
+    }
+    let system = Arc::new(MemorySchemaProvider::new());
+    for table in SystemTable::ALL {
+        system.register_table(table.name().into(), Arc::new(SystemTableProvider::new(table, lake.catalog().clone())))?;
+    }
+    ctx.catalog(CATALOG_NAME).expect("default catalog").register_schema(SYSTEM_SCHEMA, system)?;
+    ctx.register_table(
+        SystemTable::Quarantine.name(),
+        Arc::new(SystemTableProvider::new(SystemTable::Quarantine, lake.catalog().clone())),
+    )?;
+    Ok(ctx)
+}
