@@ -13,6 +13,7 @@ pub mod error;
 pub mod record;
 #[doc(hidden)]
 pub mod testdata;
+pub mod tokens;
 
 pub use error::IngestError;
 pub use record::{CollectSink, ParseContext, Rejection, Sink};
