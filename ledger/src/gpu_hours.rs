@@ -67,6 +67,16 @@ pub struct GpuTimeline<'a> {
     pub prices: Vec<PriceSegment>,
 }
 
+/// Cost by idle class of one row.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ClassCosts {
+    pub busy: f64,
+    pub allocated_idle: f64,
+    pub reserved: f64,
+    pub unexplained: f64,
+    pub fault: f64,
+}
+
 /// Who a row belongs to. `None` for the unallocated part of the GPU.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Owner {
@@ -95,6 +105,8 @@ pub struct GpuHour {
     pub sm_active: Option<f64>,
     pub energy_wh: f64,
     pub cost: f64,
+    /// `cost` by idle class, exact even when the price changes inside the hour.
+    pub class_costs: ClassCosts,
     /// GPU-share-weighted sum of SM activity, and the seconds it covers (to average later).
     sm_weighted: f64,
     sm_seconds: f64,
@@ -169,16 +181,23 @@ pub fn gpu_hours(timeline: &GpuTimeline<'_>, config: &ClassifyConfig, owner_of: 
             let held = seconds * timeline.allocations[i].share * scale;
             let entry = row(&mut rows, timeline, hour, Some(owners[i].clone()), None);
             entry.alloc_seconds += held;
+            let cost = held * price / 3600.0;
             match sm_active {
-                Some(v) if v < config.idle_threshold => entry.allocated_idle_seconds += held,
-                _ => entry.busy_seconds += held,
+                Some(v) if v < config.idle_threshold => {
+                    entry.allocated_idle_seconds += held;
+                    entry.class_costs.allocated_idle += cost;
+                }
+                _ => {
+                    entry.busy_seconds += held;
+                    entry.class_costs.busy += cost;
+                }
             }
             if let Some(v) = sm_active {
                 entry.sm_weighted += v * held;
                 entry.sm_seconds += held;
             }
             entry.energy_wh += power.unwrap_or(0.0) * held / 3600.0;
-            entry.cost += held * price / 3600.0;
+            entry.cost += cost;
         }
         let free = seconds * (1.0 - total_share.min(1.0));
         if free > 0.0 {
@@ -189,13 +208,16 @@ pub fn gpu_hours(timeline: &GpuTimeline<'_>, config: &ClassifyConfig, owner_of: 
                 timeline.reservations.iter().filter(|(s, _)| s.contains(piece.start)).map(|(_, r)| r.clone()).min()
             };
             let entry = row(&mut rows, timeline, hour, None, reason.clone());
-            match (fault, reason) {
-                (true, _) => entry.fault_seconds += free,
-                (false, Some(_)) => entry.reserved_seconds += free,
-                (false, None) => entry.unexplained_seconds += free,
-            }
+            let cost = free * price / 3600.0;
+            let (seconds, class_cost) = match (fault, reason) {
+                (true, _) => (&mut entry.fault_seconds, &mut entry.class_costs.fault),
+                (false, Some(_)) => (&mut entry.reserved_seconds, &mut entry.class_costs.reserved),
+                (false, None) => (&mut entry.unexplained_seconds, &mut entry.class_costs.unexplained),
+            };
+            *seconds += free;
+            *class_cost += cost;
             entry.energy_wh += power.unwrap_or(0.0) * free / 3600.0;
-            entry.cost += free * price / 3600.0;
+            entry.cost += cost;
         }
     }
     rows.into_values()
