@@ -1,11 +1,13 @@
 //! Scheduler lifecycle events → `scheduler_events`.
 //!
 //! [`parse`] tells the four inputs apart by their first non-blank line:
-//! - canonical JSON lines (`{"ts": …, "event": …}`): [`canonical`];
+//! - canonical JSON lines (`{"ts": …, "event": …}`): `events/canonical.rs`;
 //! - Kubernetes objects as JSON, one per line or pretty-printed documents such as
-//!   `kubectl get pods -o json` (a `List`): Pods in [`kubernetes`], Kueue Workloads in [`kueue`];
-//! - the `kubectl get events` table of Kueue and Job events: [`kueue`];
-//! - Slurm `sacct --parsable2`, with its header or in XDMoD's header-less layout: [`slurm`].
+//!   `kubectl get pods -o json` (a `List`): Pods in `events/kubernetes.rs`, Kueue Workloads
+//!   in `events/kueue.rs`;
+//! - the `kubectl get events` table of Kueue and Job events: `events/kueue.rs`;
+//! - Slurm `sacct --parsable2`, with its header or in XDMoD's header-less layout:
+//!   `events/slurm.rs`.
 //!
 //! The ledger builds allocation intervals from `start`/`stop` pairs, so every source keeps to
 //! the same rules:

@@ -16,6 +16,8 @@
 //! - workload: the controlling owner's name (the Job), else the `kueue.x-k8s.io/workload`
 //!   annotation, else the pod's own name. Queue: label `kueue.x-k8s.io/queue-name`. GPU model:
 //!   node selector `nvidia.com/gpu.product`. Priority: `spec.priorityClassName`.
+//! - A pod without GPUs lands too, with `gpus` 0: it still holds its share of the node.
+//! - A pod not started yet (no start time) holds nothing and is skipped.
 
 use std::collections::BTreeMap;
 
@@ -84,10 +86,7 @@ fn pod_start(pod: &Value, ctx: &ParseContext) -> Result<Option<DateTime<Utc>>, B
         return Ok(Some(start));
     }
     let mut earliest = None;
-    for (i, _) in json_array(pod, "/status/containerStatuses")?
-        .iter()
-        .enumerate()
-    {
+    for i in 0..json_array(pod, "/status/containerStatuses")?.len() {
         for state in ["running", "terminated"] {
             let pointer = format!("/status/containerStatuses/{i}/state/{state}/startedAt");
             if let Some(started) = json_time(pod, &pointer, ctx)? {
@@ -100,18 +99,16 @@ fn pod_start(pod: &Value, ctx: &ParseContext) -> Result<Option<DateTime<Utc>>, B
 
 fn pod_stop(pod: &Value, ctx: &ParseContext) -> Result<DateTime<Utc>, Bad> {
     let mut latest = None;
-    for (i, _) in json_array(pod, "/status/containerStatuses")?
-        .iter()
-        .enumerate()
-    {
+    for i in 0..json_array(pod, "/status/containerStatuses")?.len() {
         let pointer = format!("/status/containerStatuses/{i}/state/terminated/finishedAt");
         latest = latest.max(json_time(pod, &pointer, ctx)?);
     }
     if let Some(stop) = latest {
         return Ok(stop);
     }
-    for condition in ["DisruptionTarget", "Ready"] {
-        if let Some(transition) = condition_transition(pod, condition, ctx)? {
+    // Without container times: when the pod was marked for disruption or stopped being ready.
+    for (kind, status) in [("DisruptionTarget", "True"), ("Ready", "False")] {
+        if let Some(transition) = condition_transition(pod, kind, status, ctx)? {
             return Ok(transition.time);
         }
     }
@@ -126,7 +123,7 @@ fn pod_stop_reason(pod: &Value, succeeded: bool) -> Result<String, Bad> {
     if status_reason == Some("Evicted") {
         return Ok(StopClass::Evicted.reason(None));
     }
-    if let Some(disruption) = true_condition(pod, "DisruptionTarget")? {
+    if let Some(disruption) = condition(pod, "DisruptionTarget", "True")? {
         match json_str(disruption, "/reason")? {
             Some("PreemptionByScheduler" | "PreemptionByKubeScheduler") => {
                 return Ok(StopClass::Preempted.reason(None));
@@ -139,43 +136,47 @@ fn pod_stop_reason(pod: &Value, succeeded: bool) -> Result<String, Bad> {
     if succeeded {
         return Ok(StopClass::Finished.reason(None));
     }
+    // The pod's own reason (DeadlineExceeded, …), else the first telling container reason.
     let mut detail = status_reason.map(String::from);
-    for (i, _) in json_array(pod, "/status/containerStatuses")?
-        .iter()
-        .enumerate()
-    {
-        let pointer = format!("/status/containerStatuses/{i}/state/terminated/reason");
-        if let Some(reason) =
-            json_str(pod, &pointer)?.filter(|r| !matches!(*r, "Completed" | "Error"))
-        {
-            detail = detail.or(Some(reason.to_string()));
+    for i in 0..json_array(pod, "/status/containerStatuses")?.len() {
+        if detail.is_some() {
+            break;
         }
+        let pointer = format!("/status/containerStatuses/{i}/state/terminated/reason");
+        detail = json_str(pod, &pointer)?
+            .filter(|reason| !matches!(*reason, "Completed" | "Error"))
+            .map(String::from);
     }
     Ok(StopClass::Failed.reason(detail.as_deref()))
 }
 
-/// A condition of `status.conditions` whose status is `True`.
-pub(super) fn true_condition<'v>(object: &'v Value, kind: &str) -> Result<Option<&'v Value>, Bad> {
+/// The condition of `status.conditions` of a type, if it has the given status.
+pub(super) fn condition<'v>(
+    object: &'v Value,
+    kind: &str,
+    status: &str,
+) -> Result<Option<&'v Value>, Bad> {
     let conditions = json_array(object, "/status/conditions")?;
     Ok(conditions.iter().find(|c| {
         c.get("type").and_then(Value::as_str) == Some(kind)
-            && c.get("status").and_then(Value::as_str) == Some("True")
+            && c.get("status").and_then(Value::as_str) == Some(status)
     }))
 }
 
-/// When a `True` condition last became true, and why.
+/// When a condition last took its status, and why.
 pub(super) struct Transition<'v> {
     pub(super) time: DateTime<Utc>,
     pub(super) reason: Option<&'v str>,
 }
 
-/// The transition of a `True` condition that has a transition time.
+/// The transition of a condition that has the given status and a transition time.
 pub(super) fn condition_transition<'v>(
     object: &'v Value,
     kind: &str,
+    status: &str,
     ctx: &ParseContext,
 ) -> Result<Option<Transition<'v>>, Bad> {
-    let Some(condition) = true_condition(object, kind)? else {
+    let Some(condition) = condition(object, kind, status)? else {
         return Ok(None);
     };
     let in_condition = |bad: Bad| bad.within(&format!("status.conditions[{kind}]"));
@@ -244,17 +245,11 @@ impl<'v> ObjectMeta<'v> {
 /// the effective request).
 pub(super) fn pod_spec_gpus(object: &Value, spec: &str) -> Result<GpuResources, Bad> {
     let mut app = GpuResources::default();
-    for (i, _) in json_array(object, &format!("{spec}/containers"))?
-        .iter()
-        .enumerate()
-    {
+    for i in 0..json_array(object, &format!("{spec}/containers"))?.len() {
         app.add(&container_gpus(object, &format!("{spec}/containers/{i}"))?);
     }
     let mut init = GpuResources::default();
-    for (i, _) in json_array(object, &format!("{spec}/initContainers"))?
-        .iter()
-        .enumerate()
-    {
+    for i in 0..json_array(object, &format!("{spec}/initContainers"))?.len() {
         init.keep_max(&container_gpus(
             object,
             &format!("{spec}/initContainers/{i}"),

@@ -49,16 +49,19 @@ pub(super) fn workload_events(workload: &Value, ctx: &ParseContext) -> Result<Ve
     if let Some(created) = meta.created {
         events.push(event(created, EventKind::Queued));
     }
-    let admitted = condition_transition(workload, "Admitted", ctx)?.map(|t| t.time);
+    let admitted = condition_transition(workload, "Admitted", "True", ctx)?.map(|t| t.time);
     if let Some(time) = admitted {
         events.push(event(time, EventKind::Admitted));
         events.push(event(time, EventKind::Start));
     }
     let mut ends = Vec::new();
-    if let Some(Transition { time, reason }) = condition_transition(workload, "Evicted", ctx)? {
+    if let Some(Transition { time, reason }) =
+        condition_transition(workload, "Evicted", "True", ctx)?
+    {
         let (kind, class, detail) = if reason == Some("Preempted") {
             // The Preempted condition says why (InClusterQueue, InCohortReclamation, …).
-            let why = condition_transition(workload, "Preempted", ctx)?.and_then(|t| t.reason);
+            let why =
+                condition_transition(workload, "Preempted", "True", ctx)?.and_then(|t| t.reason);
             (EventKind::Preempted, StopClass::Preempted, why.or(reason))
         } else {
             (EventKind::Evicted, StopClass::Evicted, reason)
@@ -68,7 +71,9 @@ pub(super) fn workload_events(workload: &Value, ctx: &ParseContext) -> Result<Ve
         events.push(evicted);
         ends.push((time, class.reason(detail)));
     }
-    if let Some(Transition { time, reason }) = condition_transition(workload, "Finished", ctx)? {
+    if let Some(Transition { time, reason }) =
+        condition_transition(workload, "Finished", "True", ctx)?
+    {
         let class = if reason == Some("Failed") {
             StopClass::Failed
         } else {
@@ -198,11 +203,9 @@ impl EventsTable {
             && tokens.contains(&"OBJECT");
         if is_header {
             if tokens.contains(&"SUBOBJECT") {
-                return Some(Err(
-                    "`kubectl get events -o wide` is not supported: save the default \
-                                 columns (LAST SEEN, TYPE, REASON, OBJECT, MESSAGE)"
-                        .to_string(),
-                ));
+                let reason = "`kubectl get events -o wide` is not supported: save the default \
+                              columns (LAST SEEN, TYPE, REASON, OBJECT, MESSAGE)";
+                return Some(Err(reason.to_string()));
             }
             let leading = LeadingColumns {
                 namespace: tokens.contains(&"NAMESPACE"),
@@ -213,7 +216,8 @@ impl EventsTable {
                 leading: Some(leading),
             }));
         }
-        let is_row = leading_tokens(&tokenize(line)).is_some();
+        // A header-less `|`-separated line is sacct output, even with a `Normal` job name.
+        let is_row = !line.contains('|') && leading_tokens(&tokenize(line)).is_some();
         is_row.then_some(Ok(Self {
             has_header: false,
             leading: None,

@@ -348,6 +348,10 @@ pub(super) fn array_tasks(job_id: &str) -> Option<Vec<String>> {
     )
 }
 
+/// The most ids a range list may stand for: Slurm's largest `MaxArraySize`. Guards memory
+/// against a mistyped range (`node[1-999999999]`).
+const MAX_RANGE_IDS: u64 = 4_000_001;
+
 /// `01-03,7,10-14:2` → `01 02 03 7 10 12 14`, keeping the zero padding of the range start.
 fn expand_ranges(ranges: &str) -> Option<Vec<String>> {
     let mut out = Vec::new();
@@ -358,7 +362,7 @@ fn expand_ranges(ranges: &str) -> Option<Vec<String>> {
         };
         let (first, last) = range.split_once('-').unwrap_or((range, range));
         let (from, to) = (first.parse::<u64>().ok()?, last.parse::<u64>().ok()?);
-        if from > to {
+        if from > to || (to - from) / step + 1 + out.len() as u64 > MAX_RANGE_IDS {
             return None;
         }
         let width = first.len();

@@ -510,6 +510,11 @@ fn hostlists_and_array_ranges_expand() {
         ]
     );
     assert!(slurm::expand_hostlist("gpu[01-").is_none());
+    assert!(slurm::expand_hostlist("gpu[3-1]").is_none());
+    assert!(
+        slurm::array_tasks("9_[1-999999999]").is_none(),
+        "more tasks than Slurm allows"
+    );
     let tasks = slurm::array_tasks("77_[1-5:2,9%2]").unwrap();
     assert_eq!(tasks, ["77_1", "77_3", "77_5", "77_9"]);
 }
