@@ -681,6 +681,7 @@ fn kubernetes_object(
         .and_then(Value::as_str)
         .unwrap_or_default();
     let result = match kind {
+        "" => Err(Bad::new("kind", "missing: not a Kubernetes object")),
         _ if kind.ends_with("List") => {
             let items = object.get("items").and_then(Value::as_array);
             for (i, item) in items.into_iter().flatten().enumerate() {

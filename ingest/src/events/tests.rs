@@ -1005,6 +1005,65 @@ fn kubernetes_watch_stream_repeats_are_dropped() {
     );
 }
 
+#[test]
+fn pod_stop_without_container_times_uses_its_conditions() {
+    let mut evicted = pod(
+        "batch-infer-3",
+        "Failed",
+        json!({"limits": {"nvidia.com/gpu": "1"}}),
+        json!({"reason": "Evicted", "startTime": "2025-05-01T10:05:00Z",
+               "conditions": [{"type": "Ready", "status": "False", "reason": "PodFailed",
+                               "lastTransitionTime": "2025-05-01T10:36:00Z"}]}),
+    );
+    evicted["metadata"]["labels"] = json!({"team": "search"});
+    let not_an_object = json!({"ts": "2025-05-01T10:00:00Z", "event": "start"});
+    let (stats, sink) = run(&format!("{evicted}\n{not_an_object}\n"), &ctx());
+    assert_eq!((stats.records, stats.events, stats.rejected), (2, 2, 1));
+    let rows = rows(&sink);
+    assert_eq!(
+        (
+            rows[1].event.as_str(),
+            rows[1].ts.as_str(),
+            rows[1].reason.as_deref()
+        ),
+        ("stop", "2025-05-01T10:36:00Z", Some("evicted"))
+    );
+    assert_eq!(
+        (sink.rejections[0].line, sink.rejections[0].field.as_str()),
+        (2, "kind")
+    );
+}
+
+/// A sink in `--strict` mode: the first rejection stops the parse.
+struct StrictSink;
+
+impl Sink for StrictSink {
+    fn accept(&mut self, _: Table, _: RecordBatch) -> Result<(), IngestError> {
+        Ok(())
+    }
+    fn reject(&mut self, r: Rejection) -> Result<(), IngestError> {
+        Err(IngestError::Strict {
+            origin: "test".into(),
+            line: r.line,
+            field: r.field,
+            reason: r.reason,
+        })
+    }
+}
+
+#[test]
+fn strict_mode_stops_at_the_first_rejection() {
+    let Some(path) = shared_data("xdmod-slurm/unknown-job-state.log") else {
+        return;
+    };
+    let text = std::fs::read_to_string(path).unwrap();
+    let error = parse(&mut text.as_bytes(), &ctx(), &mut StrictSink).unwrap_err();
+    assert!(
+        matches!(error, IngestError::Strict { line: 1, ref field, .. } if field == "state"),
+        "{error}"
+    );
+}
+
 // ---------------------------------------------------------------- Kueue Workloads
 
 fn workload_admitted_then_finished() -> Value {
