@@ -10,6 +10,7 @@
 //! - `pipeline.rs`: input decoding (gzip, stdin), idempotency, the writer task, the quarantine.
 
 pub mod error;
+pub mod events;
 pub mod focus;
 pub mod record;
 #[doc(hidden)]

@@ -1,0 +1,847 @@
+//! Scheduler lifecycle events → `scheduler_events`.
+//!
+//! [`parse`] tells the four inputs apart by their first non-blank line:
+//! - canonical JSON lines (`{"ts": …, "event": …}`): `events/canonical.rs`;
+//! - Kubernetes objects as JSON, one per line or pretty-printed documents such as
+//!   `kubectl get pods -o json` (a `List`): Pods in `events/kubernetes.rs`, Kueue Workloads
+//!   in `events/kueue.rs`;
+//! - the `kubectl get events` table of Kueue and Job events: `events/kueue.rs`;
+//! - Slurm `sacct --parsable2`, with its header or in XDMoD's header-less layout:
+//!   `events/slurm.rs`.
+//!
+//! The ledger builds allocation intervals from `start`/`stop` pairs, so every source keeps to
+//! the same rules:
+//! - a record's `stop` is emitted only with its `start` (a record that shows only an end cannot
+//!   say when the allocation began);
+//! - a multi-node Slurm job gives one `start`/`stop` pair per node, `node` set and `pod` null, so
+//!   pairs are keyed by (cluster, workload, pod, node);
+//! - a `stop` reason starts with its class — `finished`, `failed`, `preempted`, `evicted` — and
+//!   keeps the source's own words after `": "` when they say more (`failed: TIMEOUT`,
+//!   `failed: OOMKilled`, `evicted: PodsReadyTimeout`);
+//! - `gpus` counts devices of one kind: whole GPUs (or time-sliced replicas, which the ledger
+//!   turns into shares from the node's replica count), or MIG slices of `mig_profile`;
+//! - Kubernetes objects repeat in watch streams: an event already emitted for the same object
+//!   and time is dropped (counted in [`Stats::duplicates`]).
+//!
+//! A record is all or nothing: it lands whole or is rejected whole with the field at fault.
+
+mod canonical;
+mod kubernetes;
+mod kueue;
+mod slurm;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashSet;
+use std::io::BufRead;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, Float64Array, Int64Array, ListArray, ListBuilder, StringArray, StringBuilder,
+    TimestampMicrosecondArray,
+};
+use arrow::datatypes::Int32Type;
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+use chrono::{DateTime, LocalResult, NaiveDateTime, TimeZone, Utc};
+use gpuledger_lake::tables::Table;
+use serde_json::{Map, Value};
+
+use crate::error::IngestError;
+use crate::record::{ParseContext, Rejection, Sink};
+
+/// What an input was recognised as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFormat {
+    CanonicalJson,
+    /// Kubernetes Pods and Kueue Workloads as JSON.
+    KubernetesObjects,
+    /// The text table of `kubectl get events`.
+    KubectlEvents,
+    /// `sacct --parsable2`.
+    SlurmSacct,
+}
+
+/// Counts of one parse.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// `None` for an empty input.
+    pub format: Option<InputFormat>,
+    /// Records read: lines, or Kubernetes objects (each item of a `List` counts).
+    pub records: u64,
+    /// Rows written to `scheduler_events`.
+    pub events: u64,
+    pub rejected: u64,
+    /// Records that hold no scheduler event: Slurm job steps, Pods not started yet, event
+    /// reasons without scheduling meaning, Kubernetes objects of other kinds.
+    pub skipped: u64,
+    /// Events of Kubernetes objects seen again in the same input.
+    pub duplicates: u64,
+}
+
+/// The `event` column's vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    Start,
+    Stop,
+    Checkpoint,
+    Progress,
+    Queued,
+    Admitted,
+    Rejected,
+    Preempted,
+    Evicted,
+    NodeUp,
+    NodeDown,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 11] = [
+        EventKind::Start,
+        EventKind::Stop,
+        EventKind::Checkpoint,
+        EventKind::Progress,
+        EventKind::Queued,
+        EventKind::Admitted,
+        EventKind::Rejected,
+        EventKind::Preempted,
+        EventKind::Evicted,
+        EventKind::NodeUp,
+        EventKind::NodeDown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Start => "start",
+            EventKind::Stop => "stop",
+            EventKind::Checkpoint => "checkpoint",
+            EventKind::Progress => "progress",
+            EventKind::Queued => "queued",
+            EventKind::Admitted => "admitted",
+            EventKind::Rejected => "rejected",
+            EventKind::Preempted => "preempted",
+            EventKind::Evicted => "evicted",
+            EventKind::NodeUp => "node_up",
+            EventKind::NodeDown => "node_down",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+}
+
+/// The `source` column: which parser read the event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Canonical,
+    Kubernetes,
+    Kueue,
+    Slurm,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Canonical => "canonical",
+            Source::Kubernetes => "kubernetes",
+            Source::Kueue => "kueue",
+            Source::Slurm => "slurm",
+        }
+    }
+}
+
+/// How an allocation ended: the first word of a `stop` reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopClass {
+    Finished,
+    Failed,
+    Preempted,
+    Evicted,
+}
+
+impl StopClass {
+    const ALL: [StopClass; 4] = [
+        StopClass::Finished,
+        StopClass::Failed,
+        StopClass::Preempted,
+        StopClass::Evicted,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            StopClass::Finished => "finished",
+            StopClass::Failed => "failed",
+            StopClass::Preempted => "preempted",
+            StopClass::Evicted => "evicted",
+        }
+    }
+
+    /// The reason text: the class, then the source's own words when it has some.
+    fn reason(self, detail: Option<&str>) -> String {
+        match detail.map(str::trim).filter(|d| !d.is_empty()) {
+            Some(detail) => format!("{}: {detail}", self.as_str()),
+            None => self.as_str().to_string(),
+        }
+    }
+}
+
+/// A user-written stop reason with its class in lower case (`PREEMPTED` → `preempted`,
+/// `Failed: OOM` → `failed: OOM`); other text is kept as written.
+fn normalize_stop_reason(text: &str) -> String {
+    let (head, rest) = match text.split_once(':') {
+        Some((head, rest)) => (head, Some(rest)),
+        None => (text, None),
+    };
+    match StopClass::ALL
+        .into_iter()
+        .find(|c| c.as_str().eq_ignore_ascii_case(head.trim()))
+    {
+        Some(class) => class.reason(rest),
+        None => text.to_string(),
+    }
+}
+
+/// The attribution labels every table carries.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Attribution {
+    team: Option<String>,
+    environment: Option<String>,
+    workload_type: Option<String>,
+    model: Option<String>,
+    cost_center: Option<String>,
+}
+
+impl Attribution {
+    /// Reads a label map (canonical `labels`, Kubernetes `metadata.labels`). Kubernetes label
+    /// keys cannot hold `_` by convention, so the dashed spellings are accepted too.
+    fn from_labels(labels: Option<&Map<String, Value>>, path: &str) -> Result<Self, Bad> {
+        let Some(labels) = labels else {
+            return Ok(Self::default());
+        };
+        let label = |keys: &[&str]| -> Result<Option<String>, Bad> {
+            for key in keys {
+                if let Some(value) = map_str(labels, key, path)? {
+                    return Ok(Some(value.to_string()));
+                }
+            }
+            Ok(None)
+        };
+        Ok(Self {
+            team: label(&["team"])?,
+            environment: label(&["environment"])?,
+            workload_type: label(&["workload_type", "workload-type"])?,
+            model: label(&["model"])?,
+            cost_center: label(&["cost_center", "cost-center"])?,
+        })
+    }
+}
+
+/// What a record's events are about: everything but the time, the kind and the reason.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Subject {
+    cluster: Option<String>,
+    node: Option<String>,
+    namespace: Option<String>,
+    workload: Option<String>,
+    pod: Option<String>,
+    gpus: Option<f64>,
+    gpu_indices: Option<Vec<i32>>,
+    gpu_uuids: Option<Vec<String>>,
+    gpu_model: Option<String>,
+    mig_profile: Option<String>,
+    gpu_fraction: Option<f64>,
+    queue: Option<String>,
+    flavor: Option<String>,
+    priority: Option<String>,
+    samples: Option<i64>,
+    tokens: Option<i64>,
+    labels: Attribution,
+}
+
+/// One row of `scheduler_events`.
+#[derive(Debug, Clone, PartialEq)]
+struct Event {
+    ts: DateTime<Utc>,
+    kind: EventKind,
+    reason: Option<String>,
+    source: Source,
+    subject: Subject,
+}
+
+impl Event {
+    fn new(source: Source, subject: &Subject, ts: DateTime<Utc>, kind: EventKind) -> Self {
+        Self {
+            ts,
+            kind,
+            reason: None,
+            source,
+            subject: subject.clone(),
+        }
+    }
+
+    fn because(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+
+    /// What makes two sightings of an object's event the same event.
+    fn identity(&self) -> String {
+        let s = &self.subject;
+        let part = |v: &Option<String>| v.clone().unwrap_or_default();
+        format!(
+            "{}|{}|{}|{}|{}|{}|{}",
+            self.source.as_str(),
+            part(&s.namespace),
+            part(&s.workload),
+            part(&s.pod),
+            part(&s.node),
+            self.kind.as_str(),
+            self.ts.timestamp_micros()
+        )
+    }
+}
+
+/// Why one record cannot land: the field as the input names it, and a reason for the user.
+#[derive(Debug, Clone, PartialEq)]
+struct Bad {
+    field: String,
+    reason: String,
+}
+
+impl Bad {
+    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The same problem seen from an enclosing document (`items[3].` + field).
+    fn within(self, prefix: &str) -> Self {
+        Self {
+            field: format!("{prefix}.{}", self.field),
+            ..self
+        }
+    }
+}
+
+/// Pushes events to the sink in batches of at most `batch_rows` and keeps the counts.
+struct Output<'a> {
+    sink: &'a mut dyn Sink,
+    batch_rows: usize,
+    rows: Vec<Event>,
+    /// Identities of emitted events, kept only for Kubernetes objects (watch streams repeat).
+    seen: Option<HashSet<String>>,
+    stats: Stats,
+}
+
+impl<'a> Output<'a> {
+    fn new(sink: &'a mut dyn Sink, ctx: &ParseContext) -> Self {
+        Self {
+            sink,
+            batch_rows: ctx.batch_rows.max(1),
+            rows: Vec::new(),
+            seen: None,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Lands one record's events, or rejects the record; `raw` is only built for a rejection.
+    fn record(
+        &mut self,
+        line: u64,
+        result: Result<Vec<Event>, Bad>,
+        raw: impl FnOnce() -> String,
+    ) -> Result<(), IngestError> {
+        self.stats.records += 1;
+        match result {
+            Ok(events) if events.is_empty() => self.stats.skipped += 1,
+            Ok(events) => {
+                for event in events {
+                    self.push(event)?;
+                }
+            }
+            Err(bad) => {
+                self.stats.rejected += 1;
+                self.sink
+                    .reject(Rejection::new(line, bad.field, bad.reason, &raw()))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, event: Event) -> Result<(), IngestError> {
+        if let Some(seen) = &mut self.seen
+            && !seen.insert(event.identity())
+        {
+            self.stats.duplicates += 1;
+            return Ok(());
+        }
+        self.rows.push(event);
+        self.stats.events += 1;
+        if self.rows.len() >= self.batch_rows {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), IngestError> {
+        if !self.rows.is_empty() {
+            let batch = to_batch(&self.rows)?;
+            self.rows.clear();
+            self.sink.accept(Table::SchedulerEvents, batch)?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Stats, IngestError> {
+        self.flush()?;
+        Ok(self.stats)
+    }
+}
+
+fn to_batch(rows: &[Event]) -> Result<RecordBatch, ArrowError> {
+    let text = |get: fn(&Event) -> Option<&str>| -> ArrayRef {
+        Arc::new(rows.iter().map(get).collect::<StringArray>())
+    };
+    let float = |get: fn(&Subject) -> Option<f64>| -> ArrayRef {
+        Arc::new(
+            rows.iter()
+                .map(|e| get(&e.subject))
+                .collect::<Float64Array>(),
+        )
+    };
+    let int = |get: fn(&Subject) -> Option<i64>| -> ArrayRef {
+        Arc::new(rows.iter().map(|e| get(&e.subject)).collect::<Int64Array>())
+    };
+    let ts =
+        TimestampMicrosecondArray::from_iter_values(rows.iter().map(|e| e.ts.timestamp_micros()))
+            .with_timezone("UTC");
+    let gpu_indices = ListArray::from_iter_primitive::<Int32Type, _, _>(rows.iter().map(|e| {
+        e.subject
+            .gpu_indices
+            .as_ref()
+            .map(|indices| indices.iter().copied().map(Some))
+    }));
+    let mut gpu_uuids = ListBuilder::new(StringBuilder::new());
+    for event in rows {
+        match &event.subject.gpu_uuids {
+            Some(uuids) => {
+                for uuid in uuids {
+                    gpu_uuids.values().append_value(uuid);
+                }
+                gpu_uuids.append(true);
+            }
+            None => gpu_uuids.append_null(),
+        }
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(ts),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|e| e.kind.as_str()),
+        )),
+        text(|e| e.subject.cluster.as_deref()),
+        text(|e| e.subject.node.as_deref()),
+        text(|e| e.subject.namespace.as_deref()),
+        text(|e| e.subject.workload.as_deref()),
+        text(|e| e.subject.pod.as_deref()),
+        float(|s| s.gpus),
+        Arc::new(gpu_indices),
+        Arc::new(gpu_uuids.finish()),
+        text(|e| e.subject.gpu_model.as_deref()),
+        text(|e| e.subject.mig_profile.as_deref()),
+        float(|s| s.gpu_fraction),
+        text(|e| e.subject.queue.as_deref()),
+        text(|e| e.subject.flavor.as_deref()),
+        text(|e| e.subject.priority.as_deref()),
+        text(|e| e.reason.as_deref()),
+        int(|s| s.samples),
+        int(|s| s.tokens),
+        text(|e| e.subject.labels.team.as_deref()),
+        text(|e| e.subject.labels.environment.as_deref()),
+        text(|e| e.subject.labels.workload_type.as_deref()),
+        text(|e| e.subject.labels.model.as_deref()),
+        text(|e| e.subject.labels.cost_center.as_deref()),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|e| e.source.as_str()),
+        )),
+    ];
+    RecordBatch::try_new(Table::SchedulerEvents.schema(), columns)
+}
+
+/// Reads scheduler events of any supported format into `scheduler_events`.
+pub fn parse(
+    input: &mut dyn BufRead,
+    ctx: &ParseContext,
+    sink: &mut dyn Sink,
+) -> Result<Stats, IngestError> {
+    let mut lines = Lines {
+        input,
+        origin: &ctx.origin,
+        buf: Vec::new(),
+        number: 0,
+    };
+    let mut out = Output::new(sink, ctx);
+    let Some(first) = lines.next_non_blank()? else {
+        return out.finish();
+    };
+    let format_error = |reason: String| IngestError::Format {
+        origin: ctx.origin.clone(),
+        reason,
+    };
+    let trimmed = first.text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        parse_json(first, &mut lines, ctx, &mut out)?;
+    } else if let Some(table) = kueue::EventsTable::from_first_line(&first.text) {
+        out.stats.format = Some(InputFormat::KubectlEvents);
+        let table = table.map_err(format_error)?;
+        let first_row = if table.has_header {
+            lines.next_non_blank()?
+        } else {
+            Some(first)
+        };
+        parse_rows(first_row, &mut lines, &mut out, |text| table.row(text, ctx))?;
+    } else if first.text.contains('|') {
+        out.stats.format = Some(InputFormat::SlurmSacct);
+        let (sacct, first_is_header) = slurm::Sacct::from_first_line(&first.text)
+            .map_err(|reason| format_error(format!("line {}: {reason}", first.number)))?;
+        let first_row = if first_is_header {
+            lines.next_non_blank()?
+        } else {
+            Some(first)
+        };
+        parse_rows(first_row, &mut lines, &mut out, |text| {
+            sacct.record(text, ctx)
+        })?;
+    } else {
+        return Err(format_error(format!(
+            "not scheduler events: line {} is neither JSON (canonical events, Kubernetes \
+             objects), a `kubectl get events` table, nor `sacct --parsable2` output",
+            first.number
+        )));
+    }
+    out.finish()
+}
+
+/// One record per line of a text table, from `row` on.
+fn parse_rows(
+    mut row: Option<Line>,
+    lines: &mut Lines,
+    out: &mut Output,
+    read: impl Fn(&str) -> Result<Vec<Event>, Bad>,
+) -> Result<(), IngestError> {
+    while let Some(Line { number, text }) = row {
+        out.record(number, read(&text), move || text)?;
+        row = lines.next_non_blank()?;
+    }
+    Ok(())
+}
+
+/// The two kinds of JSON input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JsonFamily {
+    Canonical,
+    KubernetesObjects,
+}
+
+impl JsonFamily {
+    fn of(value: &Value) -> Option<Self> {
+        if value.get("kind").is_some() && value.get("apiVersion").is_some() {
+            Some(JsonFamily::KubernetesObjects)
+        } else if value.get("event").is_some() {
+            Some(JsonFamily::Canonical)
+        } else {
+            None
+        }
+    }
+}
+
+/// JSON lines, or — when the first line is not a whole JSON value — a stream of pretty-printed
+/// documents. The first value decides between canonical events and Kubernetes objects.
+fn parse_json(
+    first: Line,
+    lines: &mut Lines,
+    ctx: &ParseContext,
+    out: &mut Output,
+) -> Result<(), IngestError> {
+    let mut family = None;
+    match serde_json::from_str::<Value>(&first.text) {
+        Err(e) if e.is_eof() => {
+            let mut text = first.text;
+            text.push('\n');
+            lines.read_rest(&mut text)?;
+            return parse_json_documents(&text, first.number, ctx, out);
+        }
+        parsed => json_line(first.number, &first.text, parsed, &mut family, ctx, out)?,
+    }
+    while let Some(line) = lines.next_non_blank()? {
+        let parsed = serde_json::from_str::<Value>(&line.text);
+        json_line(line.number, &line.text, parsed, &mut family, ctx, out)?;
+    }
+    Ok(())
+}
+
+fn json_line(
+    number: u64,
+    text: &str,
+    parsed: serde_json::Result<Value>,
+    family: &mut Option<JsonFamily>,
+    ctx: &ParseContext,
+    out: &mut Output,
+) -> Result<(), IngestError> {
+    match parsed {
+        Ok(value) => json_value(number, value, &|| text.to_string(), family, ctx, out),
+        Err(e) => {
+            let result = Err(Bad::new("json", format!("not valid JSON: {e}")));
+            out.record(number, result, || text.to_string())
+        }
+    }
+}
+
+/// Whole documents one after another (`kubectl get pods -o json`, several `-o json` outputs).
+/// A document's rejections point at the line where it starts.
+fn parse_json_documents(
+    text: &str,
+    first_line: u64,
+    ctx: &ParseContext,
+    out: &mut Output,
+) -> Result<(), IngestError> {
+    let mut family = None;
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    let mut consumed = 0;
+    loop {
+        let start = consumed + (text[consumed..].len() - text[consumed..].trim_start().len());
+        let line = first_line + text[..start].matches('\n').count() as u64;
+        match stream.next() {
+            None => return Ok(()),
+            Some(Ok(value)) => {
+                consumed = stream.byte_offset();
+                let raw = || text[start..consumed].to_string();
+                json_value(line, value, &raw, &mut family, ctx, out)?;
+            }
+            Some(Err(e)) => {
+                // The stream cannot resynchronise after a syntax error: the rest is one rejection.
+                let result = Err(Bad::new("json", format!("not valid JSON: {e}")));
+                return out.record(line, result, || text[start..].to_string());
+            }
+        }
+    }
+}
+
+fn json_value(
+    line: u64,
+    value: Value,
+    raw: &dyn Fn() -> String,
+    family: &mut Option<JsonFamily>,
+    ctx: &ParseContext,
+    out: &mut Output,
+) -> Result<(), IngestError> {
+    if family.is_none() {
+        *family = JsonFamily::of(&value);
+        match *family {
+            Some(JsonFamily::Canonical) => out.stats.format = Some(InputFormat::CanonicalJson),
+            Some(JsonFamily::KubernetesObjects) => {
+                out.stats.format = Some(InputFormat::KubernetesObjects);
+                out.seen = Some(HashSet::new());
+            }
+            None => {
+                return Err(IngestError::Format {
+                    origin: ctx.origin.clone(),
+                    reason: format!(
+                        "not scheduler events: the JSON at line {line} has neither `event` \
+                         (canonical events) nor `kind` and `apiVersion` (Kubernetes objects)"
+                    ),
+                });
+            }
+        }
+    }
+    match family {
+        Some(JsonFamily::Canonical) => out.record(line, canonical::events(&value, ctx), raw),
+        _ => kubernetes_object(line, &value, "", raw, ctx, out),
+    }
+}
+
+/// A Pod, a Kueue Workload, or a `List` of them; other kinds hold no scheduler event. `path`
+/// locates an item inside an enclosing `List` for rejections (`items[3]`), empty at the top.
+fn kubernetes_object(
+    line: u64,
+    object: &Value,
+    path: &str,
+    raw: &dyn Fn() -> String,
+    ctx: &ParseContext,
+    out: &mut Output,
+) -> Result<(), IngestError> {
+    let kind = object
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let result = match kind {
+        "" => Err(Bad::new("kind", "missing: not a Kubernetes object")),
+        _ if kind.ends_with("List") => {
+            let items = object.get("items").and_then(Value::as_array);
+            for (i, item) in items.into_iter().flatten().enumerate() {
+                let item_path = match path {
+                    "" => format!("items[{i}]"),
+                    _ => format!("{path}.items[{i}]"),
+                };
+                kubernetes_object(line, item, &item_path, &|| item.to_string(), ctx, out)?;
+            }
+            return Ok(());
+        }
+        "Pod" => kubernetes::pod_events(object, ctx),
+        "Workload" if api_version.starts_with("kueue.x-k8s.io/") => {
+            kueue::workload_events(object, ctx)
+        }
+        _ => Ok(Vec::new()),
+    };
+    let result = match path {
+        "" => result,
+        _ => result.map_err(|bad| bad.within(path)),
+    };
+    out.record(line, result, raw)
+}
+
+/// One line of input, 1-based number and text without its line ending.
+struct Line {
+    number: u64,
+    text: String,
+}
+
+/// Line reader that keeps the line number and accepts stray non-UTF-8 bytes (replaced, so that
+/// one bad byte in a job name does not lose the job).
+struct Lines<'a> {
+    input: &'a mut dyn BufRead,
+    origin: &'a str,
+    buf: Vec<u8>,
+    number: u64,
+}
+
+impl Lines<'_> {
+    fn read_error(&self, source: std::io::Error) -> IngestError {
+        IngestError::Read {
+            origin: self.origin.to_string(),
+            source,
+        }
+    }
+
+    fn next_non_blank(&mut self) -> Result<Option<Line>, IngestError> {
+        loop {
+            self.buf.clear();
+            let read = self.input.read_until(b'\n', &mut self.buf);
+            if read.map_err(|e| self.read_error(e))? == 0 {
+                return Ok(None);
+            }
+            self.number += 1;
+            let text = String::from_utf8_lossy(&self.buf);
+            let text = text.trim_end_matches(['\n', '\r']);
+            if !text.trim().is_empty() {
+                return Ok(Some(Line {
+                    number: self.number,
+                    text: text.to_string(),
+                }));
+            }
+        }
+    }
+
+    fn read_rest(&mut self, text: &mut String) -> Result<(), IngestError> {
+        self.buf.clear();
+        self.input
+            .read_to_end(&mut self.buf)
+            .map_err(|e| self.read_error(e))?;
+        text.push_str(&String::from_utf8_lossy(&self.buf));
+        Ok(())
+    }
+}
+
+/// A timestamp as the sources write it: RFC 3339 with an offset, or naive local time in `tz`
+/// (Slurm without `TZ=UTC`). A local time repeated when clocks go back is read as its first
+/// occurrence; a local time skipped when clocks go forward does not exist and is an error.
+fn parse_time(text: &str, tz: chrono_tz::Tz) -> Result<DateTime<Utc>, String> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    let naive = NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
+        .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f"))
+        .map_err(|_| {
+            format!("'{text}' is not a timestamp (expected RFC 3339 or YYYY-MM-DDTHH:MM:SS)")
+        })?;
+    match tz.from_local_datetime(&naive) {
+        LocalResult::Single(t) | LocalResult::Ambiguous(t, _) => Ok(t.with_timezone(&Utc)),
+        LocalResult::None => Err(format!(
+            "'{text}' does not exist in time zone {tz} (clocks jumped forward)"
+        )),
+    }
+}
+
+/// A JSON pointer as the user reads a field: `/status/startTime` → `status.startTime`.
+fn field_name(pointer: &str) -> String {
+    pointer.trim_start_matches('/').replace('/', ".")
+}
+
+/// The string at a JSON pointer; absent, `null` and `""` are `None`, another type is an error.
+fn json_str<'v>(value: &'v Value, pointer: &str) -> Result<Option<&'v str>, Bad> {
+    match value.pointer(pointer) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str()).filter(|s| !s.is_empty())),
+        Some(other) => Err(Bad::new(
+            field_name(pointer),
+            format!("expected a string, found {other}"),
+        )),
+    }
+}
+
+fn json_string(value: &Value, pointer: &str) -> Result<Option<String>, Bad> {
+    Ok(json_str(value, pointer)?.map(String::from))
+}
+
+/// The object at a JSON pointer (a label map, a resource list).
+fn json_map<'v>(value: &'v Value, pointer: &str) -> Result<Option<&'v Map<String, Value>>, Bad> {
+    match value.pointer(pointer) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(map)) => Ok(Some(map)),
+        Some(other) => Err(Bad::new(
+            field_name(pointer),
+            format!("expected an object, found {other}"),
+        )),
+    }
+}
+
+fn json_array<'v>(value: &'v Value, pointer: &str) -> Result<&'v [Value], Bad> {
+    match value.pointer(pointer) {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(items)) => Ok(items),
+        Some(other) => Err(Bad::new(
+            field_name(pointer),
+            format!("expected an array, found {other}"),
+        )),
+    }
+}
+
+fn json_time(
+    value: &Value,
+    pointer: &str,
+    ctx: &ParseContext,
+) -> Result<Option<DateTime<Utc>>, Bad> {
+    json_str(value, pointer)?
+        .map(|text| {
+            parse_time(text, ctx.tz).map_err(|reason| Bad::new(field_name(pointer), reason))
+        })
+        .transpose()
+}
+
+/// A string entry of a map whose keys may hold `/` (label keys), named `path.key` in errors.
+fn map_str<'m>(map: &'m Map<String, Value>, key: &str, path: &str) -> Result<Option<&'m str>, Bad> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str()).filter(|s| !s.is_empty())),
+        Some(other) => Err(Bad::new(
+            format!("{path}.{key}"),
+            format!("expected a string, found {other}"),
+        )),
+    }
+}

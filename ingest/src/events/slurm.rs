@@ -1,0 +1,419 @@
+//! Slurm `sacct --parsable2` (`-p` too): with its header line, or header-less in the layout
+//! XDMoD asks for (`--format jobid,jobidraw,cluster,…,nodelist,jobname`).
+//!
+//! One record per job allocation; step rows (`123.batch`, `123.extern`, `123.0`) repeat the
+//! allocation and are skipped. A pending array record (`123_[1-3,7%2]`) stands for each of its
+//! tasks, as XDMoD reads it; het job components (`123+0`) are allocations of their own.
+//!
+//! Per job (task): `queued` at Submit with the GPUs asked (ReqTRES); unless the job is pending,
+//! `start` at Start and, once it has ended, `stop` at End — one pair per node of NodeList
+//! (`gpu[01-04]` expanded), the allocated GPUs (AllocTRES) split evenly over them, since sacct
+//! only reports the total. Stop reasons: COMPLETED → `finished`, FAILED → `failed`,
+//! PREEMPTED → `preempted`, REQUEUED → `evicted: REQUEUED`, and the other ends keep the state
+//! for the user: `failed: TIMEOUT`, `failed: CANCELLED by 1234`, `failed: NODE_FAIL`, ….
+//! RUNNING, SUSPENDED and RESIZING jobs have no stop yet. `Unknown`/`None` times are absent.
+//!
+//! `namespace` and `team` are the Account (Slurm's unit of chargeback), `queue` the Partition,
+//! `priority` the QOS, `cluster` the Cluster field else the context's. Times are local time
+//! unless sacct ran with `TZ=UTC`: they are read in the context's time zone.
+
+use chrono::{DateTime, Utc};
+
+use super::{Attribution, Bad, Event, EventKind, Source, StopClass, Subject, parse_time};
+use crate::record::ParseContext;
+
+/// XDMoD's `--format`, the layout of header-less input.
+const XDMOD_FORMAT: &str = "jobid,jobidraw,cluster,partition,qos,account,group,gid,user,uid,\
+    submit,eligible,start,end,elapsed,exitcode,state,nnodes,ncpus,reqcpus,reqmem,reqtres,\
+    alloctres,timelimit,nodelist,jobname";
+
+/// Where the fields this reader uses sit in a line.
+#[derive(Debug, Clone)]
+pub(super) struct Sacct {
+    width: usize,
+    header: Vec<String>,
+    job_id: usize,
+    state: usize,
+    start: usize,
+    end: usize,
+    submit: Option<usize>,
+    cluster: Option<usize>,
+    partition: Option<usize>,
+    qos: Option<usize>,
+    account: Option<usize>,
+    req_tres: Option<usize>,
+    alloc_tres: Option<usize>,
+    node_list: Option<usize>,
+}
+
+impl Sacct {
+    /// The layout from the first line, and whether that line was a header.
+    pub(super) fn from_first_line(line: &str) -> Result<(Self, bool), String> {
+        let mut fields: Vec<&str> = line.split('|').collect();
+        if fields
+            .iter()
+            .any(|f| f.trim().eq_ignore_ascii_case("jobid"))
+        {
+            if fields.last() == Some(&"") {
+                fields.pop(); // `-p` ends every line with a `|`
+            }
+            return Ok((Self::from_names(&fields)?, true));
+        }
+        let xdmod: Vec<&str> = XDMOD_FORMAT.split(',').collect();
+        if fields.len() != xdmod.len() {
+            return Err(format!(
+                "sacct output without a header must use XDMoD's --format ({} fields: {}); this \
+                 line has {} fields — keep sacct's header (no --noheader) for other layouts",
+                xdmod.len(),
+                XDMOD_FORMAT,
+                fields.len()
+            ));
+        }
+        Ok((Self::from_names(&xdmod)?, false))
+    }
+
+    fn from_names(names: &[&str]) -> Result<Self, String> {
+        let header: Vec<String> = names.iter().map(|n| n.trim().to_string()).collect();
+        let find = |name: &str| header.iter().position(|h| h.eq_ignore_ascii_case(name));
+        let required = |name: &str| {
+            find(name).ok_or_else(|| {
+                format!("sacct header has no {name} column (needs JobID, State, Start, End)")
+            })
+        };
+        Ok(Self {
+            width: header.len(),
+            job_id: required("JobID")?,
+            state: required("State")?,
+            start: required("Start")?,
+            end: required("End")?,
+            submit: find("Submit"),
+            cluster: find("Cluster"),
+            partition: find("Partition"),
+            qos: find("QOS"),
+            account: find("Account"),
+            req_tres: find("ReqTRES"),
+            alloc_tres: find("AllocTRES"),
+            node_list: find("NodeList"),
+            header,
+        })
+    }
+
+    pub(super) fn record(&self, line: &str, ctx: &ParseContext) -> Result<Vec<Event>, Bad> {
+        let mut fields: Vec<&str> = line.split('|').collect();
+        if fields.len() == self.width + 1 && fields.last() == Some(&"") {
+            fields.pop(); // `-p` ends every line with a `|`
+        }
+        if fields.len() != self.width {
+            return Err(Bad::new(
+                "line",
+                format!(
+                    "{} `|`-separated fields where the header has {}",
+                    fields.len(),
+                    self.width
+                ),
+            ));
+        }
+        let value = |column: usize| fields[column].trim();
+        let optional =
+            |column: Option<usize>| column.map(|c| (c, value(c))).filter(|(_, v)| !v.is_empty());
+        let text = |column: Option<usize>| optional(column).map(|(_, v)| v.to_string());
+
+        let job_id = value(self.job_id);
+        if job_id.contains('.') {
+            return Ok(Vec::new());
+        }
+        let tasks = array_tasks(job_id)
+            .ok_or_else(|| self.bad(self.job_id, format!("'{job_id}' is not a Slurm job id")))?;
+        let state = job_state(value(self.state)).map_err(|reason| self.bad(self.state, reason))?;
+        let time = |column: usize| -> Result<Option<DateTime<Utc>>, Bad> {
+            match value(column) {
+                "" | "Unknown" | "None" => Ok(None),
+                text => parse_time(text, ctx.tz)
+                    .map(Some)
+                    .map_err(|reason| self.bad(column, reason)),
+            }
+        };
+        let submit = self.submit.map(time).transpose()?.flatten();
+        let start = time(self.start)?;
+        let end = time(self.end)?;
+        if let (Some(start), Some(end)) = (start, end)
+            && end < start
+        {
+            return Err(self.bad(
+                self.end,
+                format!("the job ends ({end}) before it starts ({start})"),
+            ));
+        }
+        let tres = |column: Option<usize>| -> Result<Option<TresGpus>, Bad> {
+            match optional(column) {
+                None => Ok(None),
+                Some((c, tres)) => tres_gpus(tres).map_err(|reason| self.bad(c, reason)),
+            }
+        };
+        let asked = tres(self.req_tres)?;
+        let allocated = tres(self.alloc_tres)?;
+        let nodes = match optional(self.node_list) {
+            None | Some((_, "None assigned")) => Vec::new(),
+            Some((c, list)) => expand_hostlist(list)
+                .ok_or_else(|| self.bad(c, format!("'{list}' is not a Slurm hostlist")))?,
+        };
+
+        let account = text(self.account);
+        let job = Subject {
+            cluster: text(self.cluster).or_else(|| ctx.cluster.clone()),
+            namespace: account.clone(),
+            queue: text(self.partition),
+            priority: text(self.qos),
+            labels: Attribution {
+                team: account,
+                ..Attribution::default()
+            },
+            ..Subject::default()
+        };
+        let mut events = Vec::new();
+        for task in tasks {
+            let task = Subject {
+                workload: Some(task),
+                ..job.clone()
+            };
+            if let Some(submit) = submit {
+                let queued = with_gpus(&task, asked.as_ref().or(allocated.as_ref()), 1);
+                events.push(Event::new(
+                    Source::Slurm,
+                    &queued,
+                    submit,
+                    EventKind::Queued,
+                ));
+            }
+            let Some(start) = start.filter(|_| !matches!(state, JobState::Pending)) else {
+                continue;
+            };
+            let on_nodes: Vec<Option<String>> = match nodes.is_empty() {
+                true => vec![None],
+                false => nodes.iter().cloned().map(Some).collect(),
+            };
+            for node in &on_nodes {
+                let part = Subject {
+                    node: node.clone(),
+                    ..with_gpus(&task, allocated.as_ref(), on_nodes.len())
+                };
+                events.push(Event::new(Source::Slurm, &part, start, EventKind::Start));
+                if let (JobState::Ended(reason), Some(end)) = (&state, end) {
+                    events.push(
+                        Event::new(Source::Slurm, &part, end, EventKind::Stop)
+                            .because(reason.clone()),
+                    );
+                }
+            }
+        }
+        Ok(events)
+    }
+
+    /// A problem in a column, named as the header (or XDMoD's `--format`) names it.
+    fn bad(&self, column: usize, reason: impl Into<String>) -> Bad {
+        Bad::new(self.header[column].clone(), reason)
+    }
+}
+
+/// The subject with `tres`'s GPUs shared evenly over `parts` nodes.
+fn with_gpus(subject: &Subject, tres: Option<&TresGpus>, parts: usize) -> Subject {
+    let Some(tres) = tres else {
+        return subject.clone();
+    };
+    Subject {
+        gpus: Some(tres.count as f64 / parts as f64),
+        gpu_model: tres.model.clone(),
+        mig_profile: tres.mig_profile.clone(),
+        ..subject.clone()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum JobState {
+    Pending,
+    Running,
+    /// Ended, with the stop reason.
+    Ended(String),
+}
+
+/// A job state of sacct(1)'s JOB STATE CODES; the text after the code (`CANCELLED by 1234`)
+/// is kept in the reason.
+fn job_state(text: &str) -> Result<JobState, String> {
+    let code = text.split_whitespace().next().unwrap_or_default();
+    Ok(match code {
+        "PENDING" => JobState::Pending,
+        "RUNNING" | "SUSPENDED" | "RESIZING" => JobState::Running,
+        "COMPLETED" => JobState::Ended(StopClass::Finished.reason(None)),
+        "FAILED" => JobState::Ended(StopClass::Failed.reason(None)),
+        "PREEMPTED" => JobState::Ended(StopClass::Preempted.reason(None)),
+        "REQUEUED" => JobState::Ended(StopClass::Evicted.reason(Some(text))),
+        "CANCELLED" | "TIMEOUT" | "OUT_OF_MEMORY" | "NODE_FAIL" | "BOOT_FAIL" | "DEADLINE"
+        | "REVOKED" => JobState::Ended(StopClass::Failed.reason(Some(text))),
+        _ => {
+            return Err(format!(
+                "unknown Slurm job state '{text}': expected one of BOOT_FAIL, CANCELLED, \
+                 COMPLETED, DEADLINE, FAILED, NODE_FAIL, OUT_OF_MEMORY, PENDING, PREEMPTED, \
+                 RUNNING, REQUEUED, RESIZING, REVOKED, SUSPENDED, TIMEOUT"
+            ));
+        }
+    })
+}
+
+/// GPUs in a TRES list (`billing=10,cpu=10,gres/gpu=4,mem=374000M,node=2`).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct TresGpus {
+    pub(super) count: u64,
+    /// The GRES type when the GPUs are of one type (`gres/gpu:a100=1` → `a100`).
+    pub(super) model: Option<String>,
+    /// From a MIG GRES type (`gres/gpu:a100_3g.20gb` → `3g.20gb`).
+    pub(super) mig_profile: Option<String>,
+}
+
+/// The untyped `gres/gpu=N` is the total; typed entries (`gres/gpu:a100=1`) are listed beside
+/// it only when the type is accounted, so they count only when the total is absent. A TRES
+/// list without GPUs holds 0; an empty one (a pending job's AllocTRES) is `None`.
+pub(super) fn tres_gpus(tres: &str) -> Result<Option<TresGpus>, String> {
+    if tres.trim().is_empty() {
+        return Ok(None);
+    }
+    let mut total = None;
+    let mut typed = 0;
+    let mut types = Vec::new();
+    for item in tres.split(',') {
+        let (name, value) = item.split_once('=').unwrap_or((item, ""));
+        let gpu_type = match name.strip_prefix("gres/gpu") {
+            Some("") => None,
+            Some(typed_name) => match typed_name.strip_prefix(':') {
+                Some(gpu_type) => Some(gpu_type),
+                None => continue, // gres/gpumem, gres/gpuutil
+            },
+            None => continue,
+        };
+        let count: u64 = value
+            .parse()
+            .map_err(|_| format!("'{item}' has no whole GPU count"))?;
+        match gpu_type {
+            None => total = Some(count),
+            Some(gpu_type) => {
+                typed += count;
+                if !types.contains(&gpu_type) {
+                    types.push(gpu_type);
+                }
+            }
+        }
+    }
+    let (model, mig_profile) = match types[..] {
+        [gpu_type] => split_mig_type(gpu_type),
+        _ => (None, None),
+    };
+    Ok(Some(TresGpus {
+        count: total.unwrap_or(typed),
+        model,
+        mig_profile,
+    }))
+}
+
+/// `a100_3g.20gb` → (`a100`, `3g.20gb`); a type without a MIG profile is the model alone.
+fn split_mig_type(gpu_type: &str) -> (Option<String>, Option<String>) {
+    let is_mig_profile = |p: &str| {
+        p.split_once("g.").is_some_and(|(slices, memory)| {
+            !slices.is_empty()
+                && slices.bytes().all(|b| b.is_ascii_digit())
+                && memory
+                    .strip_suffix("gb")
+                    .is_some_and(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
+        })
+    };
+    match gpu_type.rsplit_once('_') {
+        Some((model, profile)) if is_mig_profile(profile) => {
+            (Some(model.to_string()), Some(profile.to_string()))
+        }
+        _ => (Some(gpu_type.to_string()), None),
+    }
+}
+
+/// The job ids a JobID field stands for: itself, or each task of a pending array record
+/// (`123_[1-3,7]`; a `%N` throttle is not a task).
+pub(super) fn array_tasks(job_id: &str) -> Option<Vec<String>> {
+    let Some((base, ranges)) = job_id.split_once("_[") else {
+        return Some(vec![job_id.to_string()]);
+    };
+    let ranges = ranges.strip_suffix(']')?;
+    let ranges = ranges.split_once('%').map_or(ranges, |(ranges, _)| ranges);
+    Some(
+        expand_ranges(ranges)?
+            .into_iter()
+            .map(|task| format!("{base}_{task}"))
+            .collect(),
+    )
+}
+
+/// The most ids a range list may stand for: Slurm's largest `MaxArraySize`. Guards memory
+/// against a mistyped range (`node[1-999999999]`).
+const MAX_RANGE_IDS: u64 = 4_000_001;
+
+/// `01-03,7,10-14:2` → `01 02 03 7 10 12 14`, keeping the zero padding of the range start.
+fn expand_ranges(ranges: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for range in ranges.split(',') {
+        let (range, step) = match range.split_once(':') {
+            Some((range, step)) => (range, step.parse::<u64>().ok().filter(|s| *s > 0)?),
+            None => (range, 1),
+        };
+        let (first, last) = range.split_once('-').unwrap_or((range, range));
+        let (from, to) = (first.parse::<u64>().ok()?, last.parse::<u64>().ok()?);
+        if from > to || (to - from) / step + 1 + out.len() as u64 > MAX_RANGE_IDS {
+            return None;
+        }
+        let width = first.len();
+        out.extend(
+            (from..=to)
+                .step_by(step as usize)
+                .map(|n| format!("{n:0width$}")),
+        );
+    }
+    Some(out)
+}
+
+/// Every host of a Slurm hostlist: `gpu[01-02],cpu7,rack[1-2]n[1-2]` → `gpu01 gpu02 cpu7
+/// rack1n1 rack1n2 rack2n1 rack2n2`.
+pub(super) fn expand_hostlist(list: &str) -> Option<Vec<String>> {
+    let mut hosts = Vec::new();
+    let mut depth = 0u32;
+    let mut from = 0;
+    for (at, c) in list.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = u32::checked_sub(depth, 1)?,
+            ',' if depth == 0 => {
+                hosts.extend(expand_host(&list[from..at])?);
+                from = at + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth > 0 {
+        return None;
+    }
+    hosts.extend(expand_host(&list[from..])?);
+    Some(hosts)
+}
+
+fn expand_host(pattern: &str) -> Option<Vec<String>> {
+    if pattern.is_empty() {
+        return None;
+    }
+    let Some((prefix, rest)) = pattern.split_once('[') else {
+        return Some(vec![pattern.to_string()]);
+    };
+    let (ranges, suffix) = rest.split_once(']')?;
+    let tails = match suffix {
+        "" => vec![String::new()],
+        _ => expand_host(suffix)?,
+    };
+    let mut hosts = Vec::new();
+    for n in expand_ranges(ranges)? {
+        hosts.extend(tails.iter().map(|tail| format!("{prefix}{n}{tail}")));
+    }
+    Some(hosts)
+}
