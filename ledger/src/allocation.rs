@@ -183,7 +183,15 @@ pub struct Warning {
 /// Which GPUs dcgm-exporter saw a pod on: (cluster, node, namespace, pod) → indices.
 pub type PodGpus = HashMap<(String, String, String, String), Vec<u32>>;
 
-type RunKey = (String, Option<String>, Option<String>, Option<String>);
+/// (cluster, namespace, workload, pod, node when there is no pod): a Slurm job spanning several
+/// nodes has one run per node.
+type RunKey = (
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
 
 /// An interval before it is split per GPU.
 struct Run<'a> {
@@ -207,23 +215,37 @@ pub fn build_allocations(
         let event = run.start_event;
         let subject = describe(event);
         let Some(node_name) = event.node.clone() else {
-            warnings.push(Warning { ts: event.ts, subject, message: "start event names no node; not allocated".into() });
+            warnings.push(Warning {
+                ts: event.ts,
+                subject,
+                message: "start event names no node; not allocated".into(),
+            });
             continue;
         };
         let Some(node) = nodes.get(&(event.cluster.clone(), node_name.clone())) else {
-            warnings.push(Warning { ts: event.ts, subject, message: format!("node {node_name} is not in the inventory; not allocated") });
+            warnings.push(Warning {
+                ts: event.ts,
+                subject,
+                message: format!("node {node_name} is not in the inventory; not allocated"),
+            });
             continue;
         };
         let request = match (&event.mig_profile, event.gpu_fraction) {
             (Some(profile), _) => GpuRequest::Mig(profile),
             (None, Some(fraction)) => GpuRequest::Fraction(fraction),
-            (None, None) if node.replicas > 1 => GpuRequest::TimeSliced { replicas: node.replicas },
+            (None, None) if node.replicas > 1 => GpuRequest::TimeSliced {
+                replicas: node.replicas,
+            },
             (None, None) => GpuRequest::Whole,
         };
         let share = match gpu_share(&request, &node.gpu_model) {
             Ok(share) => share,
             Err(message) => {
-                warnings.push(Warning { ts: event.ts, subject, message });
+                warnings.push(Warning {
+                    ts: event.ts,
+                    subject,
+                    message,
+                });
                 continue;
             }
         };
@@ -242,7 +264,12 @@ pub fn build_allocations(
             gpu_source: GpuSource::Event,
         };
         let telemetry = match (&event.namespace, &event.pod) {
-            (Some(ns), Some(pod)) => pod_gpus.get(&(event.cluster.clone(), node_name.clone(), ns.clone(), pod.clone())),
+            (Some(ns), Some(pod)) => pod_gpus.get(&(
+                event.cluster.clone(),
+                node_name.clone(),
+                ns.clone(),
+                pod.clone(),
+            )),
             _ => None,
         };
         let (indices, source) = if !event.gpu_indices.is_empty() {
@@ -251,7 +278,11 @@ pub fn build_allocations(
             (indices.clone(), GpuSource::Telemetry)
         } else {
             // Whole-GPU count to place; a shared request (MIG, fraction, replica) needs one GPU.
-            let count = if matches!(request, GpuRequest::Whole) { event.gpus.unwrap_or(1.0).ceil().max(1.0) as u32 } else { 1 };
+            let count = if matches!(request, GpuRequest::Whole) {
+                event.gpus.unwrap_or(1.0).ceil().max(1.0) as u32
+            } else {
+                1
+            };
             unresolved.push((template, count, node.gpu_count));
             continue;
         };
@@ -260,31 +291,88 @@ pub fn build_allocations(
                 warnings.push(Warning {
                     ts: event.ts,
                     subject: describe(event),
-                    message: format!("GPU {index} does not exist on {node_name} ({} GPUs)", node.gpu_count),
+                    message: format!(
+                        "GPU {index} does not exist on {node_name} ({} GPUs)",
+                        node.gpu_count
+                    ),
                 });
                 continue;
             }
-            allocations.push(Allocation { gpu_index: index, gpu_source: source, ..template.clone() });
+            allocations.push(Allocation {
+                gpu_index: index,
+                gpu_source: source,
+                ..template.clone()
+            });
         }
     }
     pack(&mut allocations, unresolved, &mut warnings);
-    allocations.sort_by(|a, b| (&a.cluster, &a.node, a.gpu_index, a.span.start).cmp(&(&b.cluster, &b.node, b.gpu_index, b.span.start)));
+    allocations.sort_by(|a, b| {
+        (&a.cluster, &a.node, a.gpu_index, a.span.start).cmp(&(
+            &b.cluster,
+            &b.node,
+            b.gpu_index,
+            b.span.start,
+        ))
+    });
     (allocations, warnings)
 }
 
 fn describe(event: &Event) -> String {
     let part = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-    format!("{}/{}/{}/{}", event.cluster, part(&event.namespace), part(&event.workload), part(&event.pod))
+    format!(
+        "{}/{}/{}/{}",
+        event.cluster,
+        part(&event.namespace),
+        part(&event.workload),
+        part(&event.pod)
+    )
 }
 
-/// Pairs start and stop events per run key.
+/// Pairs start and stop events per run key. A workload seen both as pods (Kubernetes) and as a
+/// whole (Kueue) is counted from its pods only: the same GPUs must not be allocated twice.
 fn pair_runs<'a>(events: &'a [Event], window: Span, warnings: &mut Vec<Warning>) -> Vec<Run<'a>> {
+    let lifecycle = |e: &&Event| {
+        matches!(
+            e.kind,
+            Some(EventKind::Start | EventKind::Stop | EventKind::Preempted | EventKind::Evicted)
+        )
+    };
+    let with_pods: std::collections::HashSet<(&str, Option<&str>, Option<&str>)> = events
+        .iter()
+        .filter(lifecycle)
+        .filter(|e| e.pod.is_some())
+        .map(|e| {
+            (
+                e.cluster.as_str(),
+                e.namespace.as_deref(),
+                e.workload.as_deref(),
+            )
+        })
+        .collect();
     let mut by_key: BTreeMap<RunKey, Vec<&Event>> = BTreeMap::new();
-    for event in events {
-        if matches!(event.kind, Some(EventKind::Start | EventKind::Stop | EventKind::Preempted | EventKind::Evicted)) {
-            let key = (event.cluster.clone(), event.namespace.clone(), event.workload.clone(), event.pod.clone());
-            by_key.entry(key).or_default().push(event);
+    for event in events.iter().filter(lifecycle) {
+        if event.pod.is_none()
+            && with_pods.contains(&(
+                event.cluster.as_str(),
+                event.namespace.as_deref(),
+                event.workload.as_deref(),
+            ))
+        {
+            continue;
         }
+        let node = if event.pod.is_none() {
+            event.node.clone()
+        } else {
+            None
+        };
+        let key = (
+            event.cluster.clone(),
+            event.namespace.clone(),
+            event.workload.clone(),
+            event.pod.clone(),
+            node,
+        );
+        by_key.entry(key).or_default().push(event);
     }
     let mut runs = Vec::new();
     for (_, mut events) in by_key {
@@ -294,7 +382,11 @@ fn pair_runs<'a>(events: &'a [Event], window: Span, warnings: &mut Vec<Warning>)
             match event.kind {
                 Some(EventKind::Start) => {
                     if let Some(start) = open.replace(event) {
-                        runs.push(Run { start_event: start, span: Span::new(start.ts, event.ts), end_reason: EndReason::Restarted });
+                        runs.push(Run {
+                            start_event: start,
+                            span: Span::new(start.ts, event.ts),
+                            end_reason: EndReason::Restarted,
+                        });
                     }
                 }
                 Some(kind) => match open.take() {
@@ -319,7 +411,11 @@ fn pair_runs<'a>(events: &'a [Event], window: Span, warnings: &mut Vec<Warning>)
             }
         }
         if let Some(start) = open {
-            runs.push(Run { start_event: start, span: Span::new(start.ts, window.end.max(start.ts)), end_reason: EndReason::Running });
+            runs.push(Run {
+                start_event: start,
+                span: Span::new(start.ts, window.end.max(start.ts)),
+                end_reason: EndReason::Running,
+            });
         }
     }
     runs.into_iter()
@@ -331,29 +427,47 @@ fn pair_runs<'a>(events: &'a [Event], window: Span, warnings: &mut Vec<Warning>)
 }
 
 /// First-fit placement of allocations whose GPUs are unknown, in start order.
-fn pack(allocations: &mut Vec<Allocation>, mut unresolved: Vec<(Allocation, u32, u32)>, warnings: &mut Vec<Warning>) {
-    unresolved.sort_by(|a, b| (a.0.span.start, &a.0.node, &a.0.pod).cmp(&(b.0.span.start, &b.0.node, &b.0.pod)));
+fn pack(
+    allocations: &mut Vec<Allocation>,
+    mut unresolved: Vec<(Allocation, u32, u32)>,
+    warnings: &mut Vec<Warning>,
+) {
+    unresolved.sort_by(|a, b| {
+        (a.0.span.start, &a.0.node, &a.0.pod).cmp(&(b.0.span.start, &b.0.node, &b.0.pod))
+    });
     for (template, count, gpu_count) in unresolved {
         let load = |index: u32, allocations: &[Allocation]| -> f64 {
             allocations
                 .iter()
-                .filter(|a| a.cluster == template.cluster && a.node == template.node && a.gpu_index == index)
+                .filter(|a| {
+                    a.cluster == template.cluster && a.node == template.node && a.gpu_index == index
+                })
                 .filter(|a| !a.span.intersect(&template.span).is_empty())
                 .map(|a| a.share)
                 .sum()
         };
-        let mut free: Vec<u32> =
-            (0..gpu_count).filter(|&i| load(i, allocations) + template.share <= 1.0 + 1e-9).take(count as usize).collect();
+        let mut free: Vec<u32> = (0..gpu_count)
+            .filter(|&i| load(i, allocations) + template.share <= 1.0 + 1e-9)
+            .take(count as usize)
+            .collect();
         if free.len() < count as usize {
             warnings.push(Warning {
                 ts: template.span.start,
                 subject: format!("{}/{}", template.cluster, template.node),
-                message: format!("{} GPUs requested but only {} free; the node is overcommitted", count, free.len()),
+                message: format!(
+                    "{} GPUs requested but only {} free; the node is overcommitted",
+                    count,
+                    free.len()
+                ),
             });
             free = (0..gpu_count.min(count)).collect();
         }
         for index in free {
-            allocations.push(Allocation { gpu_index: index, gpu_source: GpuSource::Packed, ..template.clone() });
+            allocations.push(Allocation {
+                gpu_index: index,
+                gpu_source: GpuSource::Packed,
+                ..template.clone()
+            });
         }
     }
 }

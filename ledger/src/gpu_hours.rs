@@ -28,7 +28,10 @@ pub struct ClassifyConfig {
 
 impl Default for ClassifyConfig {
     fn default() -> Self {
-        Self { idle_threshold: 0.05, max_sample_gap: 120 * 1_000_000 }
+        Self {
+            idle_threshold: 0.05,
+            max_sample_gap: 120 * 1_000_000,
+        }
     }
 }
 
@@ -115,20 +118,35 @@ pub struct GpuHour {
 impl GpuHour {
     /// All the seconds of the row, whatever their class.
     pub fn seconds(&self) -> f64 {
-        self.busy_seconds + self.allocated_idle_seconds + self.reserved_seconds + self.unexplained_seconds + self.fault_seconds
+        self.busy_seconds
+            + self.allocated_idle_seconds
+            + self.reserved_seconds
+            + self.unexplained_seconds
+            + self.fault_seconds
     }
 
     /// The average price over the row's seconds.
     pub fn price_per_hour(&self) -> f64 {
         let seconds = self.seconds();
-        if seconds > 0.0 { self.cost / seconds * 3600.0 } else { 0.0 }
+        if seconds > 0.0 {
+            self.cost / seconds * 3600.0
+        } else {
+            0.0
+        }
     }
 }
 
 /// `owner` is resolved by the caller (team policy applied) from an allocation.
-pub fn gpu_hours(timeline: &GpuTimeline<'_>, config: &ClassifyConfig, owner_of: impl Fn(&Allocation) -> Owner) -> Vec<GpuHour> {
+pub fn gpu_hours(
+    timeline: &GpuTimeline<'_>,
+    config: &ClassifyConfig,
+    owner_of: impl Fn(&Allocation) -> Owner,
+) -> Vec<GpuHour> {
     let existence = union(&timeline.existence);
-    let Some(window) = existence.first().map(|f| Span::new(f.start, existence.last().expect("non-empty").end)) else {
+    let Some(window) = existence
+        .first()
+        .map(|f| Span::new(f.start, existence.last().expect("non-empty").end))
+    else {
         return vec![];
     };
     let mut cuts: Vec<Micros> = Vec::new();
@@ -158,10 +176,13 @@ pub fn gpu_hours(timeline: &GpuTimeline<'_>, config: &ClassifyConfig, owner_of: 
         while existence_cursor < existence.len() && existence[existence_cursor].end <= piece.start {
             existence_cursor += 1;
         }
-        if existence_cursor == existence.len() || !existence[existence_cursor].contains(piece.start) {
+        if existence_cursor == existence.len() || !existence[existence_cursor].contains(piece.start)
+        {
             continue;
         }
-        while sample_cursor + 1 < timeline.samples.len() && timeline.samples[sample_cursor + 1].ts <= piece.start {
+        while sample_cursor + 1 < timeline.samples.len()
+            && timeline.samples[sample_cursor + 1].ts <= piece.start
+        {
             sample_cursor += 1;
         }
         let sample = timeline
@@ -171,12 +192,23 @@ pub fn gpu_hours(timeline: &GpuTimeline<'_>, config: &ClassifyConfig, owner_of: 
         let sm_active = sample.and_then(|s| s.sm_active);
         let power = sample.and_then(|s| s.power_w);
         let seconds = piece.seconds();
-        let price: f64 = timeline.prices.iter().filter(|p| p.span.contains(piece.start)).map(|p| p.price_per_hour).sum();
+        let price: f64 = timeline
+            .prices
+            .iter()
+            .filter(|p| p.span.contains(piece.start))
+            .map(|p| p.price_per_hour)
+            .sum();
         let hour = floor_hour(piece.start);
 
-        let active: Vec<usize> = (0..timeline.allocations.len()).filter(|&i| timeline.allocations[i].span.contains(piece.start)).collect();
+        let active: Vec<usize> = (0..timeline.allocations.len())
+            .filter(|&i| timeline.allocations[i].span.contains(piece.start))
+            .collect();
         let total_share: f64 = active.iter().map(|&i| timeline.allocations[i].share).sum();
-        let scale = if total_share > 1.0 { 1.0 / total_share } else { 1.0 };
+        let scale = if total_share > 1.0 {
+            1.0 / total_share
+        } else {
+            1.0
+        };
         for &i in &active {
             let held = seconds * timeline.allocations[i].share * scale;
             let entry = row(&mut rows, timeline, hour, Some(owners[i].clone()), None);
@@ -205,14 +237,22 @@ pub fn gpu_hours(timeline: &GpuTimeline<'_>, config: &ClassifyConfig, owner_of: 
             let reason = if fault {
                 None
             } else {
-                timeline.reservations.iter().filter(|(s, _)| s.contains(piece.start)).map(|(_, r)| r.clone()).min()
+                timeline
+                    .reservations
+                    .iter()
+                    .filter(|(s, _)| s.contains(piece.start))
+                    .map(|(_, r)| r.clone())
+                    .min()
             };
             let entry = row(&mut rows, timeline, hour, None, reason.clone());
             let cost = free * price / 3600.0;
             let (seconds, class_cost) = match (fault, reason) {
                 (true, _) => (&mut entry.fault_seconds, &mut entry.class_costs.fault),
                 (false, Some(_)) => (&mut entry.reserved_seconds, &mut entry.class_costs.reserved),
-                (false, None) => (&mut entry.unexplained_seconds, &mut entry.class_costs.unexplained),
+                (false, None) => (
+                    &mut entry.unexplained_seconds,
+                    &mut entry.class_costs.unexplained,
+                ),
             };
             *seconds += free;
             *class_cost += cost;
@@ -238,16 +278,17 @@ fn row<'r>(
     owner: Option<Owner>,
     reason: Option<String>,
 ) -> &'r mut GpuHour {
-    rows.entry((hour, owner.clone(), reason.clone())).or_insert_with(|| GpuHour {
-        hour,
-        cluster: timeline.cluster.clone(),
-        node: timeline.node.clone(),
-        gpu_index: timeline.gpu_index,
-        gpu_uuid: timeline.gpu_uuid.clone(),
-        owner,
-        reserved_reason: reason,
-        ..GpuHour::default()
-    })
+    rows.entry((hour, owner.clone(), reason.clone()))
+        .or_insert_with(|| GpuHour {
+            hour,
+            cluster: timeline.cluster.clone(),
+            node: timeline.node.clone(),
+            gpu_index: timeline.gpu_index,
+            gpu_uuid: timeline.gpu_uuid.clone(),
+            owner,
+            reserved_reason: reason,
+            ..GpuHour::default()
+        })
 }
 
 /// Sorted, non-overlapping union of spans.
@@ -269,7 +310,10 @@ pub fn observed_hours(times: impl IntoIterator<Item = Micros>) -> Vec<Span> {
     let mut hours: Vec<Micros> = times.into_iter().map(floor_hour).collect();
     hours.sort_unstable();
     hours.dedup();
-    hours.into_iter().map(|h| Span::new(h, h + MICROS_PER_HOUR)).collect()
+    hours
+        .into_iter()
+        .map(|h| Span::new(h, h + MICROS_PER_HOUR))
+        .collect()
 }
 
 #[cfg(test)]

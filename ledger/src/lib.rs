@@ -3,9 +3,16 @@
 //!
 //! - `time.rs`: microsecond spans;
 //! - `shares.rs`: how much of a physical GPU an allocation holds (whole, MIG, time-sliced, fraction);
-//! - `allocation.rs`: scheduler events → exact allocation intervals per GPU.
+//! - `allocation.rs`: scheduler events → exact allocation intervals per GPU;
+//! - `price.rs`: node billing lines → GPU-hour prices and the node's shared remainder;
+//! - `gpu_hours.rs`: every GPU-second in one idle class for one owner, costed;
+//! - `amortize.rs`: spreading a pool over teams by strategy;
+//! - `journal.rs`: the cost journal (`cost_entries`) and the balance.
 
 pub mod allocation;
+pub mod amortize;
 pub mod gpu_hours;
+pub mod journal;
+pub mod price;
 pub mod shares;
 pub mod time;

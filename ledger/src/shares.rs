@@ -10,14 +10,20 @@ pub enum GpuRequest<'a> {
     /// A MIG profile such as `1g.10gb`, `3g.40gb`, `1c.3g.40gb`, `1g.10gb+me`.
     Mig(&'a str),
     /// One replica of a GPU that the device plugin time-slices into `replicas`.
-    TimeSliced { replicas: u32 },
+    TimeSliced {
+        replicas: u32,
+    },
     /// A declared fraction in (0, 1].
     Fraction(f64),
 }
 
 /// Compute slices of a MIG-capable GPU: 4 on the A30, 7 on A100, H100, H200, B200 and GH200.
 pub fn mig_slices_of_model(gpu_model: &str) -> u32 {
-    if gpu_model.to_ascii_uppercase().contains("A30") { 4 } else { 7 }
+    if gpu_model.to_ascii_uppercase().contains("A30") {
+        4
+    } else {
+        7
+    }
 }
 
 /// Compute slices a MIG profile takes: the number before `g` of its GPU-instance part
@@ -36,10 +42,13 @@ pub fn gpu_share(request: &GpuRequest<'_>, gpu_model: &str) -> Result<f64, Strin
     match request {
         GpuRequest::Whole => Ok(1.0),
         GpuRequest::Mig(profile) => {
-            let slices = mig_profile_slices(profile).ok_or_else(|| format!("'{profile}' is not a MIG profile"))?;
+            let slices = mig_profile_slices(profile)
+                .ok_or_else(|| format!("'{profile}' is not a MIG profile"))?;
             let total = mig_slices_of_model(gpu_model);
             if slices == 0 || slices > total {
-                return Err(format!("MIG profile '{profile}' takes {slices} of {total} slices"));
+                return Err(format!(
+                    "MIG profile '{profile}' takes {slices} of {total} slices"
+                ));
             }
             Ok(slices as f64 / total as f64)
         }
@@ -56,19 +65,47 @@ mod tests {
 
     #[test]
     fn shares_of_every_kind() {
-        assert_eq!(gpu_share(&GpuRequest::Whole, "NVIDIA H100 80GB HBM3"), Ok(1.0));
-        assert_eq!(gpu_share(&GpuRequest::Mig("1g.10gb"), "NVIDIA H100 80GB HBM3"), Ok(1.0 / 7.0));
-        assert_eq!(gpu_share(&GpuRequest::Mig("3g.40gb"), "NVIDIA H100 80GB HBM3"), Ok(3.0 / 7.0));
-        assert_eq!(gpu_share(&GpuRequest::Mig("1g.10gb+me"), "NVIDIA H100"), Ok(1.0 / 7.0));
-        assert_eq!(gpu_share(&GpuRequest::Mig("2g.12gb"), "NVIDIA A30"), Ok(0.5));
-        assert_eq!(gpu_share(&GpuRequest::Mig("1c.3g.40gb"), "NVIDIA A100"), Ok(1.0 / 7.0));
-        assert_eq!(gpu_share(&GpuRequest::TimeSliced { replicas: 4 }, "NVIDIA L4"), Ok(0.25));
-        assert_eq!(gpu_share(&GpuRequest::Fraction(0.25), "NVIDIA L4"), Ok(0.25));
+        assert_eq!(
+            gpu_share(&GpuRequest::Whole, "NVIDIA H100 80GB HBM3"),
+            Ok(1.0)
+        );
+        assert_eq!(
+            gpu_share(&GpuRequest::Mig("1g.10gb"), "NVIDIA H100 80GB HBM3"),
+            Ok(1.0 / 7.0)
+        );
+        assert_eq!(
+            gpu_share(&GpuRequest::Mig("3g.40gb"), "NVIDIA H100 80GB HBM3"),
+            Ok(3.0 / 7.0)
+        );
+        assert_eq!(
+            gpu_share(&GpuRequest::Mig("1g.10gb+me"), "NVIDIA H100"),
+            Ok(1.0 / 7.0)
+        );
+        assert_eq!(
+            gpu_share(&GpuRequest::Mig("2g.12gb"), "NVIDIA A30"),
+            Ok(0.5)
+        );
+        assert_eq!(
+            gpu_share(&GpuRequest::Mig("1c.3g.40gb"), "NVIDIA A100"),
+            Ok(1.0 / 7.0)
+        );
+        assert_eq!(
+            gpu_share(&GpuRequest::TimeSliced { replicas: 4 }, "NVIDIA L4"),
+            Ok(0.25)
+        );
+        assert_eq!(
+            gpu_share(&GpuRequest::Fraction(0.25), "NVIDIA L4"),
+            Ok(0.25)
+        );
     }
 
     #[test]
     fn impossible_requests_are_errors() {
-        assert!(gpu_share(&GpuRequest::Mig("8g.90gb"), "NVIDIA H100").unwrap_err().contains("8 of 7"));
+        assert!(
+            gpu_share(&GpuRequest::Mig("8g.90gb"), "NVIDIA H100")
+                .unwrap_err()
+                .contains("8 of 7")
+        );
         assert!(gpu_share(&GpuRequest::Mig("big"), "NVIDIA H100").is_err());
         assert!(gpu_share(&GpuRequest::Fraction(1.5), "NVIDIA L4").is_err());
         assert!(gpu_share(&GpuRequest::TimeSliced { replicas: 0 }, "NVIDIA L4").is_err());

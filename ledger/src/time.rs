@@ -31,7 +31,10 @@ impl Span {
     }
 
     pub fn intersect(&self, other: &Span) -> Span {
-        Span { start: self.start.max(other.start), end: self.end.min(other.end) }
+        Span {
+            start: self.start.max(other.start),
+            end: self.end.min(other.end),
+        }
     }
 
     /// Seconds two spans share: the `interval_overlap_seconds` SQL function.
@@ -47,7 +50,9 @@ impl Span {
     pub fn hours(&self) -> impl Iterator<Item = Micros> {
         let first = floor_hour(self.start);
         let end = self.end;
-        (0..).map(move |i| first + i * MICROS_PER_HOUR).take_while(move |h| *h < end)
+        (0..)
+            .map(move |i| first + i * MICROS_PER_HOUR)
+            .take_while(move |h| *h < end)
     }
 }
 
@@ -70,7 +75,10 @@ mod tests {
         let a = Span::new(0, 90 * MICROS_PER_SECOND);
         let b = Span::new(60 * MICROS_PER_SECOND, 200 * MICROS_PER_SECOND);
         assert_eq!(a.overlap_seconds(&b), 30.0);
-        assert_eq!(a.overlap_seconds(&Span::new(100 * MICROS_PER_SECOND, 110 * MICROS_PER_SECOND)), 0.0);
+        assert_eq!(
+            a.overlap_seconds(&Span::new(100 * MICROS_PER_SECOND, 110 * MICROS_PER_SECOND)),
+            0.0
+        );
         assert!(a.intersect(&Span::new(200, 100)).is_empty());
     }
 
@@ -78,7 +86,10 @@ mod tests {
     fn hours_cover_partial_ends() {
         // 00:30 to 02:00 touches hours 00 and 01; to 02:00:00.000001 also touches 02.
         assert_eq!(Span::new(H / 2, 2 * H).hours().collect::<Vec<_>>(), [0, H]);
-        assert_eq!(Span::new(H / 2, 2 * H + 1).hours().collect::<Vec<_>>(), [0, H, 2 * H]);
+        assert_eq!(
+            Span::new(H / 2, 2 * H + 1).hours().collect::<Vec<_>>(),
+            [0, H, 2 * H]
+        );
         assert_eq!(floor_hour(-1), -H);
     }
 }

@@ -3,8 +3,22 @@ use crate::time::{MICROS_PER_HOUR as H, MICROS_PER_SECOND as S};
 
 fn nodes() -> HashMap<(String, String), NodeGpus> {
     let mut nodes = HashMap::new();
-    nodes.insert(("c".into(), "h100-1".into()), NodeGpus { gpu_count: 8, gpu_model: "NVIDIA H100 80GB HBM3".into(), replicas: 1 });
-    nodes.insert(("c".into(), "l4-ts".into()), NodeGpus { gpu_count: 1, gpu_model: "NVIDIA L4".into(), replicas: 4 });
+    nodes.insert(
+        ("c".into(), "h100-1".into()),
+        NodeGpus {
+            gpu_count: 8,
+            gpu_model: "NVIDIA H100 80GB HBM3".into(),
+            replicas: 1,
+        },
+    );
+    nodes.insert(
+        ("c".into(), "l4-ts".into()),
+        NodeGpus {
+            gpu_count: 1,
+            gpu_model: "NVIDIA L4".into(),
+            replicas: 4,
+        },
+    );
     nodes
 }
 
@@ -17,7 +31,10 @@ fn event(ts: Micros, kind: EventKind, pod: &str) -> Event {
         namespace: Some("ml".into()),
         workload: Some(format!("wl-{pod}")),
         pod: Some(pod.into()),
-        labels: Labels { team: Some("vision".into()), ..Labels::default() },
+        labels: Labels {
+            team: Some("vision".into()),
+            ..Labels::default()
+        },
         ..Event::default()
     }
 }
@@ -28,19 +45,31 @@ fn build(events: &[Event]) -> (Vec<Allocation>, Vec<Warning>) {
 
 #[test]
 fn a_thirty_second_pod_is_charged_thirty_seconds() {
-    let start = Event { gpu_indices: vec![3], ..event(10 * S, EventKind::Start, "p") };
+    let start = Event {
+        gpu_indices: vec![3],
+        ..event(10 * S, EventKind::Start, "p")
+    };
     let (allocations, warnings) = build(&[start, event(40 * S, EventKind::Stop, "p")]);
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(allocations.len(), 1);
     let a = &allocations[0];
-    assert_eq!((a.gpu_index, a.span.seconds(), a.share, a.end_reason), (3, 30.0, 1.0, EndReason::Finished));
+    assert_eq!(
+        (a.gpu_index, a.span.seconds(), a.share, a.end_reason),
+        (3, 30.0, 1.0, EndReason::Finished)
+    );
     assert_eq!(a.gpu_source, GpuSource::Event);
 }
 
 #[test]
 fn stop_reasons_running_workloads_and_restarts() {
-    let start = |ts, pod| Event { gpu_indices: vec![0], ..event(ts, EventKind::Start, pod) };
-    let failed = Event { reason: Some("Failed".into()), ..event(2 * H, EventKind::Stop, "a") };
+    let start = |ts, pod| Event {
+        gpu_indices: vec![0],
+        ..event(ts, EventKind::Start, pod)
+    };
+    let failed = Event {
+        reason: Some("Failed".into()),
+        ..event(2 * H, EventKind::Stop, "a")
+    };
     let (allocations, _) = build(&[
         start(H, "a"),
         failed,
@@ -52,8 +81,16 @@ fn stop_reasons_running_workloads_and_restarts() {
         start(4 * H, "d"),
         start(5 * H, "d"),
     ]);
-    let reasons: Vec<_> =
-        allocations.iter().map(|a| (a.pod.clone().unwrap(), a.span.seconds() / 3600.0, a.end_reason)).collect::<Vec<_>>();
+    let reasons: Vec<_> = allocations
+        .iter()
+        .map(|a| {
+            (
+                a.pod.clone().unwrap(),
+                a.span.seconds() / 3600.0,
+                a.end_reason,
+            )
+        })
+        .collect::<Vec<_>>();
     let expect = |pod: &str, hours: f64, reason| (pod.to_string(), hours, reason);
     for want in [
         expect("a", 1.0, EndReason::Failed),
@@ -69,51 +106,176 @@ fn stop_reasons_running_workloads_and_restarts() {
 
 #[test]
 fn several_gpus_mig_slices_time_slicing_and_fractions() {
-    let eight = Event { gpu_indices: (0..8).collect(), ..event(0, EventKind::Start, "train") };
-    let mig = Event { gpu_indices: vec![7], mig_profile: Some("3g.40gb".into()), ..event(0, EventKind::Start, "mig") };
+    let eight = Event {
+        gpu_indices: (0..8).collect(),
+        ..event(0, EventKind::Start, "train")
+    };
+    let mig = Event {
+        gpu_indices: vec![7],
+        mig_profile: Some("3g.40gb".into()),
+        ..event(0, EventKind::Start, "mig")
+    };
     let replicas: Vec<Event> = (0..4)
-        .map(|i| Event { node: Some("l4-ts".into()), gpu_indices: vec![0], ..event(0, EventKind::Start, &format!("r{i}")) })
+        .map(|i| Event {
+            node: Some("l4-ts".into()),
+            gpu_indices: vec![0],
+            ..event(0, EventKind::Start, &format!("r{i}"))
+        })
         .collect();
-    let frac = Event { gpu_indices: vec![1], gpu_fraction: Some(0.25), ..event(0, EventKind::Start, "frac") };
+    let frac = Event {
+        gpu_indices: vec![1],
+        gpu_fraction: Some(0.25),
+        ..event(0, EventKind::Start, "frac")
+    };
     let mut events = vec![eight, mig, frac];
     events.extend(replicas);
-    let stops: Vec<Event> = events.iter().map(|e| Event { ts: H, kind: Some(EventKind::Stop), gpu_indices: vec![], ..e.clone() }).collect();
+    let stops: Vec<Event> = events
+        .iter()
+        .map(|e| Event {
+            ts: H,
+            kind: Some(EventKind::Stop),
+            gpu_indices: vec![],
+            ..e.clone()
+        })
+        .collect();
     events.extend(stops);
     let (allocations, warnings) = build(&events);
     assert!(warnings.is_empty(), "{warnings:?}");
     let gpu_hours = |pod: &str| -> f64 {
-        allocations.iter().filter(|a| a.pod.as_deref() == Some(pod)).map(|a| a.share * a.span.seconds() / 3600.0).sum()
+        allocations
+            .iter()
+            .filter(|a| a.pod.as_deref() == Some(pod))
+            .map(|a| a.share * a.span.seconds() / 3600.0)
+            .sum()
     };
     assert_eq!(gpu_hours("train"), 8.0);
     assert!((gpu_hours("mig") - 3.0 / 7.0).abs() < 1e-12);
     assert_eq!(gpu_hours("frac"), 0.25);
     // Four time-sliced replicas for an hour on one L4 are one GPU-hour.
-    assert_eq!((0..4).map(|i| gpu_hours(&format!("r{i}"))).sum::<f64>(), 1.0);
+    assert_eq!(
+        (0..4).map(|i| gpu_hours(&format!("r{i}"))).sum::<f64>(),
+        1.0
+    );
 }
 
 #[test]
 fn gpus_come_from_telemetry_else_are_packed() {
     let mut pod_gpus = PodGpus::new();
-    pod_gpus.insert(("c".into(), "h100-1".into(), "ml".into(), "seen".into()), vec![5]);
-    let seen = Event { gpus: Some(1.0), ..event(0, EventKind::Start, "seen") };
-    let first = Event { gpus: Some(2.0), ..event(0, EventKind::Start, "first") };
-    let second = Event { gpus: Some(1.0), ..event(10 * S, EventKind::Start, "second") };
-    let (allocations, warnings) = build_allocations(&[seen, first, second], Span::new(0, H), &nodes(), &pod_gpus);
+    pod_gpus.insert(
+        ("c".into(), "h100-1".into(), "ml".into(), "seen".into()),
+        vec![5],
+    );
+    let seen = Event {
+        gpus: Some(1.0),
+        ..event(0, EventKind::Start, "seen")
+    };
+    let first = Event {
+        gpus: Some(2.0),
+        ..event(0, EventKind::Start, "first")
+    };
+    let second = Event {
+        gpus: Some(1.0),
+        ..event(10 * S, EventKind::Start, "second")
+    };
+    let (allocations, warnings) =
+        build_allocations(&[seen, first, second], Span::new(0, H), &nodes(), &pod_gpus);
     assert!(warnings.is_empty(), "{warnings:?}");
-    let placed: Vec<_> = allocations.iter().map(|a| (a.pod.clone().unwrap(), a.gpu_index, a.gpu_source)).collect();
+    let placed: Vec<_> = allocations
+        .iter()
+        .map(|a| (a.pod.clone().unwrap(), a.gpu_index, a.gpu_source))
+        .collect();
     assert!(placed.contains(&("seen".into(), 5, GpuSource::Telemetry)));
     assert!(placed.contains(&("first".into(), 0, GpuSource::Packed)));
     assert!(placed.contains(&("first".into(), 1, GpuSource::Packed)));
-    assert!(placed.contains(&("second".into(), 2, GpuSource::Packed)), "{placed:?}");
+    assert!(
+        placed.contains(&("second".into(), 2, GpuSource::Packed)),
+        "{placed:?}"
+    );
 }
 
 #[test]
 fn events_outside_the_inventory_are_warned_about_not_lost_silently() {
-    let unknown = Event { node: Some("ghost".into()), gpu_indices: vec![0], ..event(0, EventKind::Start, "x") };
-    let bad_gpu = Event { gpu_indices: vec![9], ..event(0, EventKind::Start, "y") };
+    let unknown = Event {
+        node: Some("ghost".into()),
+        gpu_indices: vec![0],
+        ..event(0, EventKind::Start, "x")
+    };
+    let bad_gpu = Event {
+        gpu_indices: vec![9],
+        ..event(0, EventKind::Start, "y")
+    };
     let (allocations, warnings) = build(&[unknown, bad_gpu]);
     assert!(allocations.is_empty());
     assert_eq!(warnings.len(), 2);
-    assert!(warnings[0].message.contains("ghost is not in the inventory"));
-    assert!(warnings[1].message.contains("GPU 9 does not exist on h100-1 (8 GPUs)"));
+    assert!(
+        warnings[0]
+            .message
+            .contains("ghost is not in the inventory")
+    );
+    assert!(
+        warnings[1]
+            .message
+            .contains("GPU 9 does not exist on h100-1 (8 GPUs)")
+    );
+}
+
+#[test]
+fn a_slurm_job_on_two_nodes_is_two_runs() {
+    let mut nodes = nodes();
+    nodes.insert(
+        ("c".into(), "h100-2".into()),
+        NodeGpus {
+            gpu_count: 8,
+            gpu_model: "NVIDIA H100".into(),
+            replicas: 1,
+        },
+    );
+    let on = |node: &str, ts, kind| Event {
+        node: Some(node.into()),
+        pod: None,
+        gpus: Some(4.0),
+        ..event(ts, kind, "job")
+    };
+    let events = [
+        on("h100-1", 0, EventKind::Start),
+        on("h100-2", 0, EventKind::Start),
+        on("h100-1", H, EventKind::Stop),
+        on("h100-2", H, EventKind::Stop),
+    ];
+    let (allocations, warnings) =
+        build_allocations(&events, Span::new(0, 24 * H), &nodes, &PodGpus::new());
+    assert!(warnings.is_empty(), "{warnings:?}");
+    // 4 GPUs on each of 2 nodes for one hour: 8 GPU-hours, packed onto GPUs 0–3 of each node.
+    assert_eq!(allocations.len(), 8);
+    assert_eq!(
+        allocations
+            .iter()
+            .map(|a| a.span.seconds() / 3600.0)
+            .sum::<f64>(),
+        8.0
+    );
+}
+
+#[test]
+fn a_workload_seen_as_pods_and_as_a_kueue_workload_counts_once() {
+    let pod = Event {
+        gpu_indices: vec![0],
+        ..event(0, EventKind::Start, "p")
+    };
+    let pod_stop = event(H, EventKind::Stop, "p");
+    // Kueue's view of the same job: no pod, the same workload name.
+    let whole = Event {
+        pod: None,
+        workload: Some("wl-p".into()),
+        gpus: Some(1.0),
+        ..event(0, EventKind::Start, "p")
+    };
+    let whole_stop = Event {
+        pod: None,
+        workload: Some("wl-p".into()),
+        ..event(H, EventKind::Stop, "p")
+    };
+    let (allocations, _) = build(&[pod, pod_stop, whole, whole_stop]);
+    assert_eq!(allocations.len(), 1);
+    assert_eq!(allocations[0].pod.as_deref(), Some("p"));
 }

@@ -12,7 +12,10 @@ fn allocation(team: &str, start_s: i64, end_s: i64, share: f64) -> Allocation {
         namespace: Some("ns".into()),
         workload: Some(format!("{team}-job")),
         pod: Some(format!("{team}-pod-{start_s}-{share}")),
-        labels: Labels { team: Some(team.into()), ..Labels::default() },
+        labels: Labels {
+            team: Some(team.into()),
+            ..Labels::default()
+        },
         span: Span::new(start_s * S, end_s * S),
         share,
         mig_profile: None,
@@ -22,7 +25,11 @@ fn allocation(team: &str, start_s: i64, end_s: i64, share: f64) -> Allocation {
 }
 
 fn owner(a: &Allocation) -> Owner {
-    Owner { team: a.labels.team.clone().unwrap(), namespace: a.namespace.clone(), workload: a.workload.clone() }
+    Owner {
+        team: a.labels.team.clone().unwrap(),
+        namespace: a.namespace.clone(),
+        workload: a.workload.clone(),
+    }
 }
 
 fn timeline<'a>(allocations: &'a [Allocation], price_per_hour: f64) -> GpuTimeline<'a> {
@@ -33,13 +40,25 @@ fn timeline<'a>(allocations: &'a [Allocation], price_per_hour: f64) -> GpuTimeli
         gpu_uuid: Some("GPU-1".into()),
         existence: vec![Span::new(0, HOUR)],
         allocations: allocations.iter().collect(),
-        prices: vec![PriceSegment { span: Span::new(0, HOUR), price_per_hour }],
+        prices: vec![PriceSegment {
+            span: Span::new(0, HOUR),
+            price_per_hour,
+        }],
         ..GpuTimeline::default()
     }
 }
 
-fn samples(from_s: i64, to_s: i64, sm_active: f64, power_w: f64) -> impl Iterator<Item = UsageSample> {
-    (from_s..to_s).step_by(30).map(move |t| UsageSample { ts: t * S, sm_active: Some(sm_active), power_w: Some(power_w) })
+fn samples(
+    from_s: i64,
+    to_s: i64,
+    sm_active: f64,
+    power_w: f64,
+) -> impl Iterator<Item = UsageSample> {
+    (from_s..to_s).step_by(30).map(move |t| UsageSample {
+        ts: t * S,
+        sm_active: Some(sm_active),
+        power_w: Some(power_w),
+    })
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -53,26 +72,44 @@ fn every_second_of_the_hour_lands_in_one_class() {
     // declared 00:30–00:45, the GPU is faulty 00:55–01:00, and 00:45–00:55 is unexplained.
     let allocations = [allocation("a", 0, 1800, 1.0)];
     let mut t = timeline(&allocations, 3.6);
-    t.samples = samples(0, 900, 0.5, 300.0).chain(samples(900, 1800, 0.01, 300.0)).collect();
+    t.samples = samples(0, 900, 0.5, 300.0)
+        .chain(samples(900, 1800, 0.01, 300.0))
+        .collect();
     t.reservations = vec![(Span::new(1800 * S, 2700 * S), "warm_pool".into())];
     t.faults = vec![Span::new(3300 * S, 3600 * S)];
     let rows = gpu_hours(&t, &ClassifyConfig::default(), owner);
 
     assert_eq!(rows.len(), 3, "{rows:#?}");
     let team = rows.iter().find(|r| r.owner.is_some()).unwrap();
-    assert_eq!((team.alloc_seconds, team.busy_seconds, team.allocated_idle_seconds), (1800.0, 900.0, 900.0));
+    assert_eq!(
+        (
+            team.alloc_seconds,
+            team.busy_seconds,
+            team.allocated_idle_seconds
+        ),
+        (1800.0, 900.0, 900.0)
+    );
     // (0.50 × 900 + 0.01 × 900) / 1800 = 0.255
     assert!(close(team.sm_active.unwrap(), 0.255));
     // 300 W × 1800 s = 150 Wh; 1800 s × 0.001 = 1.80
     assert!(close(team.energy_wh, 150.0) && close(team.cost, 1.8));
 
-    let warm = rows.iter().find(|r| r.reserved_reason.as_deref() == Some("warm_pool")).unwrap();
+    let warm = rows
+        .iter()
+        .find(|r| r.reserved_reason.as_deref() == Some("warm_pool"))
+        .unwrap();
     assert_eq!(warm.reserved_seconds, 900.0);
     // The last sample (00:29:30) stands for two minutes, to 00:31:30: 90 s at 300 W into the warm pool.
     assert!(close(warm.energy_wh, 7.5) && close(warm.cost, 0.9));
 
-    let rest = rows.iter().find(|r| r.owner.is_none() && r.reserved_reason.is_none()).unwrap();
-    assert_eq!((rest.unexplained_seconds, rest.fault_seconds), (600.0, 300.0));
+    let rest = rows
+        .iter()
+        .find(|r| r.owner.is_none() && r.reserved_reason.is_none())
+        .unwrap();
+    assert_eq!(
+        (rest.unexplained_seconds, rest.fault_seconds),
+        (600.0, 300.0)
+    );
     assert!(close(rest.cost, 0.9));
     assert!(close(rest.class_costs.unexplained, 0.6) && close(rest.class_costs.fault, 0.3));
     assert!(close(team.class_costs.busy, 0.9) && close(team.class_costs.allocated_idle, 0.9));
@@ -83,8 +120,15 @@ fn every_second_of_the_hour_lands_in_one_class() {
 
 #[test]
 fn four_quarter_shares_for_an_hour_are_one_gpu_hour() {
-    let allocations: Vec<_> = ["a", "b", "c", "d"].iter().map(|team| allocation(team, 0, 3600, 0.25)).collect();
-    let rows = gpu_hours(&timeline(&allocations, 2.0), &ClassifyConfig::default(), owner);
+    let allocations: Vec<_> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|team| allocation(team, 0, 3600, 0.25))
+        .collect();
+    let rows = gpu_hours(
+        &timeline(&allocations, 2.0),
+        &ClassifyConfig::default(),
+        owner,
+    );
     assert_eq!(rows.len(), 4, "no unallocated row: the GPU was fully held");
     for row in &rows {
         // 0.25 × 3600 s = 900 s each; 0.25 GPU-hours × 2.00 = 0.50 each; no telemetry → busy.
@@ -97,8 +141,15 @@ fn four_quarter_shares_for_an_hour_are_one_gpu_hour() {
 #[test]
 fn overcommitted_shares_are_scaled_to_the_one_gpu() {
     let allocations = [allocation("a", 0, 3600, 1.0), allocation("b", 0, 3600, 1.0)];
-    let rows = gpu_hours(&timeline(&allocations, 1.0), &ClassifyConfig::default(), owner);
-    assert_eq!(rows.iter().map(|r| r.alloc_seconds).collect::<Vec<_>>(), [1800.0, 1800.0]);
+    let rows = gpu_hours(
+        &timeline(&allocations, 1.0),
+        &ClassifyConfig::default(),
+        owner,
+    );
+    assert_eq!(
+        rows.iter().map(|r| r.alloc_seconds).collect::<Vec<_>>(),
+        [1800.0, 1800.0]
+    );
 }
 
 #[test]
@@ -107,14 +158,27 @@ fn a_missing_hour_of_telemetry_is_not_an_idle_hour() {
     let allocations = [allocation("a", 0, 7200, 1.0)];
     let mut t = timeline(&allocations, 1.0);
     t.existence = vec![Span::new(0, 2 * HOUR)];
-    t.prices = vec![PriceSegment { span: Span::new(0, 2 * HOUR), price_per_hour: 1.0 }];
+    t.prices = vec![PriceSegment {
+        span: Span::new(0, 2 * HOUR),
+        price_per_hour: 1.0,
+    }];
     t.samples = samples(0, 3600, 0.0, 100.0).collect();
     let rows = gpu_hours(&t, &ClassifyConfig::default(), owner);
     assert_eq!(rows.len(), 2);
     // Hour 1: idle throughout, but the last sample (00:59:30) stands for two minutes, past the hour.
-    assert_eq!((rows[0].allocated_idle_seconds, rows[0].busy_seconds, rows[0].sm_active), (3600.0, 0.0, Some(0.0)));
+    assert_eq!(
+        (
+            rows[0].allocated_idle_seconds,
+            rows[0].busy_seconds,
+            rows[0].sm_active
+        ),
+        (3600.0, 0.0, Some(0.0))
+    );
     // Hour 2: 90 s still covered by that sample (idle), then no evidence: busy, not idle.
-    assert_eq!((rows[1].allocated_idle_seconds, rows[1].busy_seconds), (90.0, 3510.0));
+    assert_eq!(
+        (rows[1].allocated_idle_seconds, rows[1].busy_seconds),
+        (90.0, 3510.0)
+    );
     assert_eq!(rows[1].sm_active, Some(0.0));
 }
 
@@ -122,8 +186,14 @@ fn a_missing_hour_of_telemetry_is_not_an_idle_hour() {
 fn a_price_change_inside_the_hour_is_honoured() {
     let mut t = timeline(&[], 0.0);
     t.prices = vec![
-        PriceSegment { span: Span::new(0, 1800 * S), price_per_hour: 1.0 },
-        PriceSegment { span: Span::new(1800 * S, HOUR), price_per_hour: 3.0 },
+        PriceSegment {
+            span: Span::new(0, 1800 * S),
+            price_per_hour: 1.0,
+        },
+        PriceSegment {
+            span: Span::new(1800 * S, HOUR),
+            price_per_hour: 3.0,
+        },
     ];
     let rows = gpu_hours(&t, &ClassifyConfig::default(), owner);
     // 0.5 h × 1.00 + 0.5 h × 3.00 = 2.00, i.e. an average of 2.00 per hour.
@@ -146,5 +216,8 @@ fn only_seconds_the_gpu_existed_are_counted() {
 
 #[test]
 fn observed_hours_are_whole_hours() {
-    assert_eq!(observed_hours([10 * S, 20 * S, HOUR + 5]), [Span::new(0, HOUR), Span::new(HOUR, 2 * HOUR)]);
+    assert_eq!(
+        observed_hours([10 * S, 20 * S, HOUR + 5]),
+        [Span::new(0, HOUR), Span::new(HOUR, 2 * HOUR)]
+    );
 }
