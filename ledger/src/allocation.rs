@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::shares::{GpuRequest, gpu_share};
 use crate::time::{Micros, Span};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     Start,

@@ -7,10 +7,12 @@
 //! - `price.rs`: node billing lines → GPU-hour prices and the node's shared remainder;
 //! - `gpu_hours.rs`: every GPU-second in one idle class for one owner, costed;
 //! - `amortize.rs`: spreading a pool over teams by strategy;
-//! - `journal.rs`: the cost journal (`cost_entries`) and the balance.
+//! - `journal.rs`: the cost journal (`cost_entries`) and the balance;
+//! - `build.rs`: one ledger build, inputs to outputs.
 
 pub mod allocation;
 pub mod amortize;
+pub mod build;
 pub mod gpu_hours;
 pub mod journal;
 pub mod price;

@@ -7,7 +7,7 @@ pub const MICROS_PER_HOUR: Micros = 3_600 * MICROS_PER_SECOND;
 pub const MICROS_PER_DAY: Micros = 24 * MICROS_PER_HOUR;
 
 /// `[start, end)`. Empty when `end <= start`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Span {
     pub start: Micros,
     pub end: Micros,

@@ -1,0 +1,247 @@
+//! The worked example of `docs/ledger.md`: a small cluster, one day, every bucket non-zero.
+//! The expected figures are worked out by hand there and in the comments below.
+
+use super::*;
+use crate::allocation::Labels;
+use crate::amortize::Strategy;
+use crate::journal::Basis;
+use crate::time::{MICROS_PER_HOUR as H, MICROS_PER_SECOND as S};
+
+fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn event(
+    ts: Micros,
+    kind: EventKind,
+    node: &str,
+    pod: &str,
+    team: &str,
+    gpu: Option<u32>,
+) -> Event {
+    Event {
+        ts,
+        kind: Some(kind),
+        cluster: "demo".into(),
+        node: Some(node.into()),
+        namespace: Some("ml".into()),
+        workload: Some(pod.into()),
+        pod: Some(pod.into()),
+        gpus: Some(1.0),
+        gpu_indices: gpu.into_iter().collect(),
+        labels: Labels {
+            team: Some(team.into()),
+            ..Labels::default()
+        },
+        ..Event::default()
+    }
+}
+
+fn samples(from_h: i64, to_h: i64, sm_active: f64) -> Vec<UsageSample> {
+    (from_h * 3600..to_h * 3600)
+        .step_by(30)
+        .map(|t| UsageSample {
+            ts: t * S,
+            sm_active: Some(sm_active),
+            power_w: Some(400.0),
+        })
+        .collect()
+}
+
+pub(crate) fn worked_example() -> LedgerInputs {
+    let day = Span::new(0, 24 * H);
+    let node = |name: &str, gpus, model: &str, resource: Option<&str>, share| Node {
+        cluster: "demo".into(),
+        node: name.into(),
+        resource_id: resource.map(str::to_string),
+        gpu_count: gpus,
+        gpu_model: model.into(),
+        capacity_type: "on_demand".into(),
+        gpu_cost_share: share,
+        gpu_replicas: 1,
+    };
+    let mut telemetry = HashMap::new();
+    // n1 GPU 0: training busy (SM 0.60) for 4 h, then idle (0.01) for 2 h.
+    let mut gpu0 = samples(0, 4, 0.6);
+    gpu0.extend(samples(4, 6, 0.01));
+    telemetry.insert(
+        ("demo".into(), "n1".into(), 0),
+        GpuTelemetry {
+            gpu_uuid: Some("GPU-n1-0".into()),
+            samples: gpu0,
+        },
+    );
+    // n2 (rate card) is seen for two hours, busy.
+    telemetry.insert(
+        ("demo".into(), "n2".into(), 0),
+        GpuTelemetry {
+            gpu_uuid: Some("GPU-n2-0".into()),
+            samples: samples(0, 2, 0.9),
+        },
+    );
+    let line = |cost: f64, resource: Option<&str>, pairs: &[(&str, &str)]| BillingItem {
+        charge_period: day,
+        effective_cost: cost,
+        resource_id: resource.map(str::to_string),
+        attributes: attrs(pairs),
+    };
+    LedgerInputs {
+        window: day,
+        nodes: vec![
+            node("n1", 2, "NVIDIA H100 80GB HBM3", Some("i-n1"), 0.8),
+            node("n2", 1, "NVIDIA L4", None, 1.0),
+        ],
+        events: vec![
+            event(0, EventKind::Start, "n1", "train", "vision", Some(0)),
+            event(6 * H, EventKind::Stop, "n1", "train", "vision", None),
+            event(0, EventKind::Start, "n1", "serve", "nlp", Some(1)),
+            event(12 * H, EventKind::Stop, "n1", "serve", "nlp", None),
+            event(0, EventKind::Start, "n2", "promo", "marketing", Some(0)),
+            event(H, EventKind::Stop, "n2", "promo", "marketing", None),
+            Event {
+                ts: 20 * H,
+                kind: Some(EventKind::NodeDown),
+                cluster: "demo".into(),
+                node: Some("n1".into()),
+                ..Event::default()
+            },
+            Event {
+                ts: 22 * H,
+                kind: Some(EventKind::NodeUp),
+                cluster: "demo".into(),
+                node: Some("n1".into()),
+                ..Event::default()
+            },
+        ],
+        telemetry,
+        reservations: vec![Reservation {
+            cluster: "demo".into(),
+            node: "n1".into(),
+            gpu_indices: Some(vec![1]),
+            span: Span::new(12 * H, 18 * H),
+            reason: "warm_pool".into(),
+        }],
+        billing: vec![
+            line(
+                96.0,
+                Some("arn:aws:ec2:us-east-1:1:instance/i-n1"),
+                &[("service_category", "Compute")],
+            ),
+            line(9.0, None, &[("service_category", "Networking")]),
+            line(6.0, None, &[("service_category", "Storage")]),
+        ],
+        manual_costs: vec![ManualCost {
+            name: "CUDA toolkit support".into(),
+            category: "licenses".into(),
+            amount: 4.8,
+            period: day,
+        }],
+        rules: vec![
+            SharedCostRule {
+                name: "network".into(),
+                matches: attrs(&[("service_category", "Networking")]),
+                strategy: Strategy::Even,
+                basis: Basis::DirectCost,
+            },
+            SharedCostRule {
+                name: "licenses".into(),
+                matches: attrs(&[("kind", "manual"), ("category", "licenses")]),
+                strategy: Strategy::Fixed {
+                    weights: [("vision".to_string(), 1.0), ("nlp".to_string(), 1.0)].into(),
+                },
+                basis: Basis::DirectCost,
+            },
+        ],
+        rate_card: vec![RateCardEntry {
+            gpu_model: "NVIDIA L4".into(),
+            capacity_type: "on_demand".into(),
+            price_per_gpu_hour: 1.2,
+        }],
+        allowed_teams: Some(["vision".to_string(), "nlp".to_string()].into()),
+        ..LedgerInputs::default()
+    }
+}
+
+fn total(entries: &[CostEntry], team: Option<&str>, bucket: &str) -> f64 {
+    entries
+        .iter()
+        .filter(|e| e.team.as_deref() == team && e.bucket == bucket)
+        .map(|e| e.amount)
+        .sum()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+#[test]
+fn the_worked_example_balances_with_every_bucket_filled() {
+    let out = build(&worked_example());
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    let e = &out.cost_entries;
+    // n1: 96.00 × 0.8 = 76.80 for 2 GPUs × 24 h → 1.60 per GPU-hour; 19.20 is node overhead.
+    for (team, bucket, want) in [
+        (Some("vision"), "direct", 6.40),         // 4 h busy × 1.60
+        (Some("vision"), "allocated_idle", 3.20), // 2 h idle × 1.60
+        (Some("nlp"), "direct", 19.20),           // 12 h without telemetry → busy × 1.60
+        (Some("unattributed"), "direct", 1.20), // n2, team "marketing" is outside the policy; 1 h × 1.20 (rate card)
+        (None, "reserved:warm_pool", 9.60),     // n1 GPU 1, 12–18 h
+        (None, "unexplained", 33.20),           // n1: (16 h + 4 h) × 1.60 = 32.00; n2: 1 h × 1.20
+        (None, "fault", 6.40),                  // n1 down 20–22 h, 2 GPUs × 2 h × 1.60
+        // Shared. Direct basis (busy + allocated idle): vision 9.60, nlp 19.20, unattributed 1.20 = 30.00.
+        // default rule (node overhead 19.20 + storage 6.00 = 25.20): × 0.32 / 0.64 / 0.04;
+        // network 9.00 evenly over 3 teams; licenses 4.80 fixed 1:1 between vision and nlp.
+        (Some("vision"), "shared", 8.064 + 3.0 + 2.4),
+        (Some("nlp"), "shared", 16.128 + 3.0 + 2.4),
+        (Some("unattributed"), "shared", 1.008 + 3.0),
+    ] {
+        assert!(
+            close(total(e, team, bucket), want),
+            "{team:?} {bucket}: {} != {want}",
+            total(e, team, bucket)
+        );
+    }
+    // Billed 96 + 9 + 6 = 111.00; manual 4.80; rate card 2 h × 1.20 = 2.40 → 118.20, all accounted.
+    assert!(
+        close(out.balance.billed, 111.0)
+            && close(out.balance.manual, 4.8)
+            && close(out.balance.rate_card, 2.4)
+    );
+    assert!(close(out.balance.accounted, 118.2), "{:?}", out.balance);
+    assert!(out.balance.balances());
+    let rule_of = |team: &str, rule: &str| {
+        e.iter()
+            .filter(|x| x.team.as_deref() == Some(team) && x.rule.as_deref() == Some(rule))
+            .map(|x| x.amount)
+            .sum::<f64>()
+    };
+    assert!(
+        close(rule_of("nlp", "default"), 16.128)
+            && close(rule_of("nlp", "network"), 3.0)
+            && close(rule_of("nlp", "licenses"), 2.4)
+    );
+}
+
+#[test]
+fn idle_class_seconds_add_up_to_the_gpus_seconds() {
+    let out = build(&worked_example());
+    // n1's two GPUs are billed all day: 2 × 86 400 s. n2 is seen for 2 h: 7 200 s.
+    let seconds = |node: &str| {
+        out.gpu_hours
+            .iter()
+            .filter(|r| r.node == node)
+            .map(GpuHour::seconds)
+            .sum::<f64>()
+    };
+    assert!(close(seconds("n1"), 172_800.0) && close(seconds("n2"), 7_200.0));
+    let n1_gpu0_busy: f64 = out
+        .gpu_hours
+        .iter()
+        .filter(|r| r.node == "n1" && r.gpu_index == 0)
+        .map(|r| r.busy_seconds)
+        .sum();
+    assert!(close(n1_gpu0_busy, 4.0 * 3600.0));
+}
