@@ -9,6 +9,7 @@
 //! - `events.rs`: canonical JSON lines, Kubernetes pods, Kueue, Slurm sacct → `scheduler_events`;
 //! - `pipeline.rs`: input decoding (gzip, stdin), idempotency, the writer task, the quarantine.
 
+pub mod dcgm;
 pub mod error;
 pub mod events;
 pub mod focus;

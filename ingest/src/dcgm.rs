@@ -1,0 +1,986 @@
+//! dcgm-exporter scrapes (Prometheus text exposition 0.0.4, or OpenMetrics from another agent) →
+//! the wide `gpu_samples` table (one row per timestamp and series, one column per known DCGM
+//! field) and the long `gpu_samples_extra` table (every other metric, never dropped).
+//!
+//! This is the hottest parser of the product (a fleet scrape every 15–30 s), so it works on bytes
+//! and allocates only when it meets something new. Within a scrape every metric of one GPU repeats
+//! the very same `{...}` label text, so that text is the cache key: a label set is parsed and mapped
+//! to its identity columns the first time it is seen, and afterwards a line costs a search for `}`,
+//! one hash lookup and a number parse.
+//!
+//! Quirks of real dumps handled here (FORMATS.md §2): `Hostname` and `hostname`, the old-namespace
+//! label names, DCGM "blank" sentinels printed as readings (dropped and counted), non-numeric values
+//! such as `ERROR - FAILED TO CONVERT TO STRING` (rejected, the rest of the scrape lands), and label
+//! sets abbreviated as `{gpu="0",...}` in documentation excerpts.
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, Float64Array, Int32Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use arrow::error::ArrowError;
+use gpuledger_lake::tables::{DCGM_FIELDS, GPU_IDENTITY_COLUMNS, Table};
+
+use crate::error::IngestError;
+use crate::record::{ParseContext, Rejection, Sink};
+
+#[cfg(test)]
+mod tests;
+
+/// What one input yielded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DcgmStats {
+    /// Lines read, comments and blank lines included.
+    pub lines: u64,
+    /// Sample values that landed (in either table).
+    pub samples: u64,
+    pub rows_wide: u64,
+    pub rows_extra: u64,
+    /// DCGM blank values (no data, not supported, …) and NaN: not readings, so not landed.
+    pub sentinels_dropped: u64,
+    pub rejected: u64,
+}
+
+/// Parses one dcgm-exporter text input and streams its rows to `sink`: `gpu_samples` batches once
+/// `ctx.batch_rows` rows are complete (a row is complete when the timestamp moves on, or at the end),
+/// `gpu_samples_extra` batches as they fill.
+pub fn parse(
+    input: &mut dyn BufRead,
+    ctx: &ParseContext,
+    sink: &mut dyn Sink,
+) -> Result<DcgmStats, IngestError> {
+    let mut parser = Parser::new(ctx);
+    let mut line = Vec::with_capacity(1024);
+    loop {
+        line.clear();
+        let read = input
+            .read_until(b'\n', &mut line)
+            .map_err(|source| IngestError::Read {
+                origin: ctx.origin.clone(),
+                source,
+            })?;
+        if read == 0 || parser.line(&line, sink)?.is_break() {
+            break;
+        }
+    }
+    parser.finish(sink)
+}
+
+/// The identity column each dcgm-exporter label fills. Aliases come from exporter versions and
+/// flags: `Hostname` became `hostname` in 2026, `--use-old-namespace` writes `uuid`, `pod_name`, …,
+/// NVLink/NVSwitch series say `gpu_uuid` and `model_name`.
+const LABEL_COLUMNS: &[(&str, &str)] = &[
+    ("cluster", "cluster"),
+    ("Hostname", "node"),
+    ("hostname", "node"),
+    ("UUID", "gpu_uuid"),
+    ("uuid", "gpu_uuid"),
+    ("gpu_uuid", "gpu_uuid"),
+    ("gpu", "gpu_index"),
+    ("modelName", "gpu_model"),
+    ("model_name", "gpu_model"),
+    ("pci_bus_id", "pci_bus_id"),
+    ("GPU_I_PROFILE", "mig_profile"),
+    ("GPU_I_ID", "mig_instance"),
+    ("vgpu", "vgpu"),
+    ("namespace", "namespace"),
+    ("pod_namespace", "namespace"),
+    ("pod", "pod"),
+    ("pod_name", "pod"),
+    ("container", "container"),
+    ("container_name", "container"),
+    ("hpc_job", "hpc_job"),
+    ("DCGM_FI_DRIVER_VERSION", "driver_version"),
+];
+
+/// `nvidiaN`: the same fact as the `gpu` label, not kept.
+const DEVICE_LABEL: &str = "device";
+
+/// The identity columns `gpu_samples_extra` has; the other identity labels of a series go to that
+/// table's `labels` JSON under their own names.
+const EXTRA_IDENTITY_COLUMNS: &[&str] =
+    &["cluster", "node", "gpu_uuid", "gpu_index", "mig_instance"];
+
+const CLUSTER_FALLBACK: &str = "default";
+
+fn identity_position(column: &str) -> usize {
+    GPU_IDENTITY_COLUMNS
+        .iter()
+        .position(|c| *c == column)
+        .unwrap_or_else(|| panic!("'{column}' is not an identity column of gpu_samples"))
+}
+
+/// A line that cannot land: which field, and why, in the words a user reads in the quarantine.
+#[derive(Debug, Clone)]
+struct LineError {
+    field: String,
+    reason: String,
+}
+
+impl LineError {
+    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    fn labels(reason: impl Into<String>) -> Self {
+        Self::new("labels", reason)
+    }
+}
+
+/// A metric name and where its values land: a wide column, or the long table under its name.
+#[derive(Debug, Clone, Copy)]
+struct Metric {
+    /// Index into the interned metric names.
+    id: usize,
+    /// Index into `DCGM_FIELDS` for the known fields.
+    column: Option<usize>,
+}
+
+/// Metric names seen so far. Exporters print one metric family at a time, so the last name is
+/// checked before the map.
+#[derive(Default)]
+struct MetricTable {
+    names: Vec<String>,
+    by_name: foldhash::HashMap<Box<[u8]>, Metric>,
+    last_name: Vec<u8>,
+    last: Option<Metric>,
+}
+
+impl MetricTable {
+    fn resolve(&mut self, name: &[u8]) -> Metric {
+        if let Some(metric) = self.last
+            && name == self.last_name.as_slice()
+        {
+            return metric;
+        }
+        let metric = match self.by_name.get(name) {
+            Some(&metric) => metric,
+            None => {
+                // The caller checked the metric-name grammar, so the name is ASCII.
+                let text = String::from_utf8_lossy(name).into_owned();
+                let metric = Metric {
+                    id: self.names.len(),
+                    column: wide_column(&text),
+                };
+                self.names.push(text);
+                self.by_name.insert(name.into(), metric);
+                metric
+            }
+        };
+        self.last_name.clear();
+        self.last_name.extend_from_slice(name);
+        self.last = Some(metric);
+        metric
+    }
+}
+
+/// The wide column of a DCGM field; OpenMetrics exposes counters with a `_total` suffix.
+fn wide_column(name: &str) -> Option<usize> {
+    let known = |name: &str| DCGM_FIELDS.iter().position(|(field, _)| *field == name);
+    known(name).or_else(|| name.strip_suffix("_total").and_then(known))
+}
+
+/// One series (label set without the metric name) and what it lands as.
+struct Series {
+    /// Identity column values, in `GPU_IDENTITY_COLUMNS` order.
+    identity: [Option<String>; GPU_IDENTITY_COLUMNS.len()],
+    gpu_index: Option<i32>,
+    mig_instance: Option<i32>,
+    /// The labels no identity column holds, as a JSON object sorted by key.
+    wide_labels: Option<String>,
+    /// The labels `gpu_samples_extra` has no column for, as a JSON object sorted by key.
+    extra_labels: Option<String>,
+    /// Only series of a GPU (or MIG instance, vGPU) pivot into `gpu_samples`.
+    is_gpu: bool,
+    /// The wide row this series fills at its latest timestamp: (ts, row index in `WideRows`).
+    open_row: Option<(i64, usize)>,
+}
+
+impl Series {
+    /// `labels` are sorted by name, without empty values.
+    fn new(labels: &[(String, String)], default_cluster: &str) -> Result<Self, LineError> {
+        let mut identity: [Option<String>; GPU_IDENTITY_COLUMNS.len()] = Default::default();
+        let mut wide_labels = BTreeMap::new();
+        let mut extra_labels = BTreeMap::new();
+        for (name, value) in labels {
+            if name == DEVICE_LABEL {
+                continue;
+            }
+            let Some(&(_, column)) = LABEL_COLUMNS.iter().find(|(label, _)| label == name) else {
+                wide_labels.insert(name.as_str(), value.as_str());
+                extra_labels.insert(name.as_str(), value.as_str());
+                continue;
+            };
+            let slot = &mut identity[identity_position(column)];
+            match slot {
+                Some(earlier) if earlier != value => {
+                    return Err(LineError::new(
+                        name,
+                        format!("'{value}' contradicts another label for {column} ('{earlier}')"),
+                    ));
+                }
+                _ => *slot = Some(value.clone()),
+            }
+            if !EXTRA_IDENTITY_COLUMNS.contains(&column) {
+                extra_labels.insert(name.as_str(), value.as_str());
+            }
+        }
+        let gpu_index = integer_label(&identity, "gpu_index", labels)?;
+        let mig_instance = integer_label(&identity, "mig_instance", labels)?;
+        identity[identity_position("cluster")].get_or_insert_with(|| default_cluster.to_owned());
+        let is_gpu = gpu_index.is_some() || identity[identity_position("gpu_uuid")].is_some();
+        Ok(Self {
+            identity,
+            gpu_index,
+            mig_instance,
+            wide_labels: labels_json(&wide_labels),
+            extra_labels: labels_json(&extra_labels),
+            is_gpu,
+            open_row: None,
+        })
+    }
+}
+
+/// The value of an integer identity column, or an error naming the label that carried it.
+fn integer_label(
+    identity: &[Option<String>],
+    column: &str,
+    labels: &[(String, String)],
+) -> Result<Option<i32>, LineError> {
+    let Some(text) = &identity[identity_position(column)] else {
+        return Ok(None);
+    };
+    text.parse().map(Some).map_err(|_| {
+        let label = LABEL_COLUMNS
+            .iter()
+            .find(|(label, c)| *c == column && labels.iter().any(|(name, _)| name == label))
+            .map_or(column, |(label, _)| label);
+        LineError::new(label, format!("'{text}' is not an integer {column}"))
+    })
+}
+
+fn labels_json(labels: &BTreeMap<&str, &str>) -> Option<String> {
+    (!labels.is_empty())
+        .then(|| serde_json::to_string(labels).expect("a map of strings serializes"))
+}
+
+/// The label sets of one input: by raw text (the hot path) and by content (so that the same labels
+/// written differently are one series).
+struct SeriesTable {
+    by_text: foldhash::HashMap<Box<[u8]>, Result<usize, LineError>>,
+    by_labels: foldhash::HashMap<Vec<(String, String)>, usize>,
+    list: Vec<Series>,
+    default_cluster: String,
+}
+
+impl SeriesTable {
+    fn new(default_cluster: String) -> Self {
+        Self {
+            by_text: Default::default(),
+            by_labels: Default::default(),
+            list: Vec::new(),
+            default_cluster,
+        }
+    }
+
+    /// The series of the label block that starts right after `{`, and the rest of the line after
+    /// its `}`.
+    ///
+    /// Fast path: the text up to the first `}` is looked up as is. That text is a cached key only if
+    /// it is a whole label block: a `}` inside a quoted value leaves the prefix inside an open quote,
+    /// which no complete block does, so a hit is always right and a miss takes the full parse.
+    fn lookup<'a>(&mut self, block: &'a [u8]) -> Result<(usize, &'a [u8]), LineError> {
+        if let Some(end) = memchr::memchr(b'}', block)
+            && let Some(cached) = self.by_text.get(&block[..end])
+        {
+            return match cached {
+                Ok(series) => Ok((*series, &block[end + 1..])),
+                Err(error) => Err(error.clone()),
+            };
+        }
+        let (labels, end) = scan_labels(block)?;
+        let resolved = self.resolve(labels);
+        self.by_text.insert(block[..end].into(), resolved.clone());
+        resolved.map(|series| (series, &block[end + 1..]))
+    }
+
+    /// The series of a sample written without `{...}`.
+    fn unlabelled(&mut self) -> Result<usize, LineError> {
+        if let Some(cached) = self.by_text.get(&[][..]) {
+            return cached.clone();
+        }
+        let resolved = self.resolve(ScannedLabels::default());
+        self.by_text.insert(Box::default(), resolved.clone());
+        resolved
+    }
+
+    fn resolve(&mut self, scanned: ScannedLabels) -> Result<usize, LineError> {
+        let mut labels = scanned.pairs;
+        labels.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        if let Some(pair) = labels.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+            return Err(LineError::new(
+                &pair[0].0,
+                "label appears twice in one label set",
+            ));
+        }
+        // Prometheus semantics: a label with an empty value is no label.
+        labels.retain(|(name, value)| !value.is_empty() && name != "__name__");
+        if scanned.abbreviated {
+            return self.expand_abbreviation(&labels);
+        }
+        if let Some(&series) = self.by_labels.get(&labels) {
+            return Ok(series);
+        }
+        let series = Series::new(&labels, &self.default_cluster)?;
+        let id = self.list.len();
+        self.list.push(series);
+        self.by_labels.insert(labels, id);
+        Ok(id)
+    }
+
+    /// Documentation excerpts shorten repeated label sets as `{gpu="0",...,modelName="…",...}`:
+    /// the `...` stands for the other labels of the one series seen before that has all the labels
+    /// written.
+    fn expand_abbreviation(&self, written: &[(String, String)]) -> Result<usize, LineError> {
+        let mut matches = self
+            .by_labels
+            .iter()
+            .filter(|(labels, _)| written.iter().all(|pair| labels.contains(pair)))
+            .map(|(_, &series)| series);
+        match (matches.next(), matches.next()) {
+            (Some(series), None) => Ok(series),
+            (None, _) => Err(LineError::labels(
+                "abbreviated label set ('...') matches no series seen before it",
+            )),
+            (Some(_), Some(_)) => Err(LineError::labels(
+                "abbreviated label set ('...') matches several series seen before it",
+            )),
+        }
+    }
+}
+
+/// The labels of one block as written.
+#[derive(Default)]
+struct ScannedLabels {
+    pairs: Vec<(String, String)>,
+    /// The block holds a `...` in place of a label.
+    abbreviated: bool,
+}
+
+/// Parses a label block that starts right after `{`: `name="value"` pairs separated by commas
+/// (a trailing comma allowed), values with the escapes `\\`, `\"` and `\n`. Returns the labels and
+/// the index of the closing `}`.
+fn scan_labels(block: &[u8]) -> Result<(ScannedLabels, usize), LineError> {
+    let unclosed = || LineError::labels("label set is not closed with '}'");
+    let mut labels = ScannedLabels::default();
+    let mut at = skip_blanks(block, 0);
+    loop {
+        match block.get(at) {
+            None => return Err(unclosed()),
+            Some(b'}') => return Ok((labels, at)),
+            _ => {}
+        }
+        let name;
+        if block[at..].starts_with(b"...") {
+            labels.abbreviated = true;
+            name = "...".to_owned();
+            at += 3;
+        } else {
+            let name_len = block[at..]
+                .iter()
+                .take_while(|b| is_name_byte(**b, false))
+                .count();
+            if name_len == 0 || block[at].is_ascii_digit() {
+                let found = String::from_utf8_lossy(&block[at..at + 1]);
+                return Err(LineError::labels(format!(
+                    "expected a label name, found '{found}'"
+                )));
+            }
+            name = String::from_utf8_lossy(&block[at..at + name_len]).into_owned();
+            at = skip_blanks(block, at + name_len);
+            if block.get(at) != Some(&b'=') {
+                return Err(LineError::labels(format!(
+                    "expected '=' after label name '{name}'"
+                )));
+            }
+            at = skip_blanks(block, at + 1);
+            if block.get(at) != Some(&b'"') {
+                return Err(LineError::new(&name, "label value is not in double quotes"));
+            }
+            let (value, after) =
+                unescape_value(block, at + 1).map_err(|reason| LineError::new(&name, reason))?;
+            labels.pairs.push((name.clone(), value));
+            at = after;
+        }
+        at = skip_blanks(block, at);
+        match block.get(at) {
+            Some(b',') => at = skip_blanks(block, at + 1),
+            Some(b'}') => {}
+            None => return Err(unclosed()),
+            Some(_) => {
+                return Err(LineError::labels(format!(
+                    "expected ',' or '}}' after label '{name}'"
+                )));
+            }
+        }
+    }
+}
+
+/// Reads a quoted label value from `start` (just past the opening quote); returns the value and the
+/// index after the closing quote. Unknown escapes are kept as written, as Prometheus does.
+fn unescape_value(block: &[u8], start: usize) -> Result<(String, usize), &'static str> {
+    let mut value = Vec::new();
+    let mut at = start;
+    loop {
+        let Some(offset) = memchr::memchr2(b'"', b'\\', &block[at..]) else {
+            return Err("label value has no closing quote");
+        };
+        value.extend_from_slice(&block[at..at + offset]);
+        at += offset;
+        if block[at] == b'"' {
+            let value = String::from_utf8(value).map_err(|_| "label value is not valid UTF-8")?;
+            return Ok((value, at + 1));
+        }
+        match block.get(at + 1) {
+            Some(b'n') => value.push(b'\n'),
+            Some(b'\\') => value.push(b'\\'),
+            Some(b'"') => value.push(b'"'),
+            Some(&other) => value.extend_from_slice(&[b'\\', other]),
+            None => return Err("label value has no closing quote"),
+        }
+        at += 2;
+    }
+}
+
+fn skip_blanks(bytes: &[u8], mut at: usize) -> usize {
+    while matches!(bytes.get(at), Some(b' ' | b'\t')) {
+        at += 1;
+    }
+    at
+}
+
+/// Metric names are `[a-zA-Z_:][a-zA-Z0-9_:]*`, label names the same without `:`.
+fn is_name_byte(byte: u8, colon_allowed: bool) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'_' || (colon_allowed && byte == b':')
+}
+
+/// Length of the metric name that starts `line` (0 when it does not start with one).
+fn metric_name_len(line: &[u8]) -> usize {
+    if line.first().is_none_or(|b| b.is_ascii_digit()) {
+        return 0;
+    }
+    line.iter().take_while(|b| is_name_byte(**b, true)).count()
+}
+
+/// The value and the optional timestamp (µs) after the label block; an OpenMetrics exemplar
+/// (`# {...} value`) after them is ignored.
+fn value_and_timestamp(rest: &[u8], metric: &[u8]) -> Result<(f64, Option<i64>), LineError> {
+    let rest = trim_blanks(rest);
+    let value_len = rest
+        .iter()
+        .position(|b| matches!(b, b' ' | b'\t'))
+        .unwrap_or(rest.len());
+    let Some(value) = parse_value(&rest[..value_len]) else {
+        let field = String::from_utf8_lossy(metric);
+        let written = String::from_utf8_lossy(rest);
+        let reason = if rest.is_empty() {
+            "sample has no value".to_owned()
+        } else {
+            format!("value '{written}' is not a number")
+        };
+        return Err(LineError::new(field, reason));
+    };
+    let rest = trim_blanks(&rest[value_len..]);
+    if rest.is_empty() || rest[0] == b'#' {
+        return Ok((value, None));
+    }
+    let timestamp_len = rest
+        .iter()
+        .position(|b| matches!(b, b' ' | b'\t'))
+        .unwrap_or(rest.len());
+    let Some(timestamp) = parse_timestamp(&rest[..timestamp_len]) else {
+        let written = String::from_utf8_lossy(&rest[..timestamp_len]);
+        return Err(LineError::new(
+            "timestamp",
+            format!("'{written}' is not a timestamp (integer milliseconds since the epoch)"),
+        ));
+    };
+    let rest = trim_blanks(&rest[timestamp_len..]);
+    if !rest.is_empty() && rest[0] != b'#' {
+        let written = String::from_utf8_lossy(rest);
+        return Err(LineError::new(
+            String::from_utf8_lossy(metric),
+            format!("unexpected text after the timestamp: '{written}'"),
+        ));
+    }
+    Ok((value, Some(timestamp)))
+}
+
+fn trim_blanks(bytes: &[u8]) -> &[u8] {
+    let start = skip_blanks(bytes, 0);
+    let end = bytes.len()
+        - bytes
+            .iter()
+            .rev()
+            .take_while(|b| matches!(b, b' ' | b'\t'))
+            .count();
+    &bytes[start.min(end)..end]
+}
+
+const POWERS_OF_TEN: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// A sample value. Plain decimals of up to 15 digits (what DCGM prints: integers and `%f`) take an
+/// exact fast path: mantissa and power of ten are both exact doubles, so one division is correctly
+/// rounded, like the standard parser. Everything else (exponents, `NaN`, `+Inf`, long integers such
+/// as the int64 sentinels) goes to the standard parser.
+fn parse_value(token: &[u8]) -> Option<f64> {
+    fast_decimal(token).or_else(|| std::str::from_utf8(token).ok()?.parse().ok())
+}
+
+fn fast_decimal(token: &[u8]) -> Option<f64> {
+    let (negative, digits) = match token.split_first()? {
+        (b'-', rest) => (true, rest),
+        (b'+', rest) => (false, rest),
+        _ => (false, token),
+    };
+    let mut mantissa = 0u64;
+    let mut digit_count = 0usize;
+    let mut fraction_digits = None;
+    for &byte in digits {
+        match byte {
+            b'0'..=b'9' => {
+                mantissa = mantissa * 10 + u64::from(byte - b'0');
+                digit_count += 1;
+                if digit_count >= POWERS_OF_TEN.len() {
+                    return None;
+                }
+                if let Some(count) = &mut fraction_digits {
+                    *count += 1;
+                }
+            }
+            b'.' if fraction_digits.is_none() => fraction_digits = Some(0),
+            _ => return None,
+        }
+    }
+    if digit_count == 0 {
+        return None;
+    }
+    let magnitude = mantissa as f64 / POWERS_OF_TEN[fraction_digits.unwrap_or(0)];
+    Some(if negative { -magnitude } else { magnitude })
+}
+
+/// A sample timestamp in µs: integer milliseconds (Prometheus text), or seconds with a fraction
+/// (OpenMetrics).
+fn parse_timestamp(token: &[u8]) -> Option<i64> {
+    if let Some(millis) = parse_integer(token) {
+        return millis.checked_mul(1000);
+    }
+    let seconds: f64 = std::str::from_utf8(token).ok()?.parse().ok()?;
+    let micros = (seconds * 1e6).round();
+    (micros.is_finite() && micros.abs() < i64::MAX as f64).then_some(micros as i64)
+}
+
+fn parse_integer(token: &[u8]) -> Option<i64> {
+    let (negative, digits) = match token.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, token),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut value = 0i64;
+    for &byte in digits {
+        if !byte.is_ascii_digit() {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_add(i64::from(byte - b'0'))?;
+    }
+    Some(if negative { -value } else { value })
+}
+
+/// DCGM's "blank" values (no data, not found, not supported, no permission: `DCGM_*_BLANK` + 0..3 in
+/// dcgm_structs.h), which dcgm-exporter prints as if they were readings, and NaN.
+fn is_blank(value: f64) -> bool {
+    const INT32_BLANK: f64 = 0x7fff_fff0_u32 as f64;
+    // 0x7ffffffffffffff0 rounds to 2^63 as a double, and so does every int64 blank printed in full.
+    const INT64_BLANK: f64 = 0x7fff_ffff_ffff_fff0_u64 as f64;
+    const FP64_BLANK: f64 = 140_737_488_355_328.0; // 2^47
+    let in_family = |base: f64| value >= base && value <= base + 3.0 && value.fract() == 0.0;
+    value.is_nan()
+        || (value.is_finite() && value >= INT64_BLANK)
+        || in_family(INT32_BLANK)
+        || in_family(FP64_BLANK)
+}
+
+/// Wide rows not yet emitted, column by column. NaN marks "no value": NaN samples are dropped before
+/// they get here, so it never stands for a reading.
+struct WideRows {
+    ts: Vec<i64>,
+    series: Vec<usize>,
+    /// One column per `DCGM_FIELDS` entry.
+    values: Vec<Vec<f64>>,
+}
+
+impl WideRows {
+    fn new() -> Self {
+        Self {
+            ts: Vec::new(),
+            series: Vec::new(),
+            values: vec![Vec::new(); DCGM_FIELDS.len()],
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+
+    fn push_row(&mut self, ts: i64, series: usize) -> usize {
+        self.ts.push(ts);
+        self.series.push(series);
+        for column in &mut self.values {
+            column.push(f64::NAN);
+        }
+        self.ts.len() - 1
+    }
+
+    /// The first `n` rows as a `gpu_samples` batch.
+    fn batch(&self, n: usize, series: &[Series]) -> Result<RecordBatch, ArrowError> {
+        let schema = Table::GpuSamples.schema();
+        let rows = || self.series[..n].iter().map(|&id| &series[id]);
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|field| -> ArrayRef {
+                let name = field.name().as_str();
+                if name == "ts" {
+                    return timestamps(&self.ts[..n]);
+                }
+                if name == "labels" {
+                    return Arc::new(
+                        rows()
+                            .map(|s| s.wide_labels.as_deref())
+                            .collect::<StringArray>(),
+                    );
+                }
+                match DCGM_FIELDS.iter().position(|(_, column)| *column == name) {
+                    Some(column) => Arc::new(
+                        self.values[column][..n]
+                            .iter()
+                            .map(|&value| (!value.is_nan()).then_some(value))
+                            .collect::<Float64Array>(),
+                    ),
+                    None => identity_array(name, rows()),
+                }
+            })
+            .collect();
+        RecordBatch::try_new(schema, columns)
+    }
+
+    fn drain_front(&mut self, n: usize) {
+        self.ts.drain(..n);
+        self.series.drain(..n);
+        for column in &mut self.values {
+            column.drain(..n);
+        }
+    }
+}
+
+/// Long rows for `gpu_samples_extra`, complete as soon as they are read.
+#[derive(Default)]
+struct ExtraRows {
+    ts: Vec<i64>,
+    series: Vec<usize>,
+    metric: Vec<usize>,
+    value: Vec<f64>,
+    /// Latest timestamp per (series, metric), to reject a second sample at the same time.
+    latest: foldhash::HashMap<(usize, usize), i64>,
+}
+
+impl ExtraRows {
+    fn push(&mut self, sample: &Sample) -> Result<(), Duplicate> {
+        let latest = self
+            .latest
+            .entry((sample.series, sample.metric.id))
+            .or_insert(i64::MIN);
+        if *latest == sample.ts {
+            return Err(Duplicate);
+        }
+        *latest = sample.ts;
+        self.ts.push(sample.ts);
+        self.series.push(sample.series);
+        self.metric.push(sample.metric.id);
+        self.value.push(sample.value);
+        Ok(())
+    }
+
+    fn batch(&self, series: &[Series], metric_names: &[String]) -> Result<RecordBatch, ArrowError> {
+        let schema = Table::GpuSamplesExtra.schema();
+        let rows = || self.series.iter().map(|&id| &series[id]);
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|field| -> ArrayRef {
+                match field.name().as_str() {
+                    "ts" => timestamps(&self.ts),
+                    "metric" => Arc::new(
+                        self.metric
+                            .iter()
+                            .map(|&id| Some(&metric_names[id]))
+                            .collect::<StringArray>(),
+                    ),
+                    "value" => Arc::new(Float64Array::from(self.value.clone())),
+                    "labels" => Arc::new(
+                        rows()
+                            .map(|s| s.extra_labels.as_deref())
+                            .collect::<StringArray>(),
+                    ),
+                    identity => identity_array(identity, rows()),
+                }
+            })
+            .collect();
+        RecordBatch::try_new(schema, columns)
+    }
+
+    fn clear(&mut self) {
+        self.ts.clear();
+        self.series.clear();
+        self.metric.clear();
+        self.value.clear();
+    }
+}
+
+struct Duplicate;
+
+fn timestamps(micros: &[i64]) -> ArrayRef {
+    Arc::new(TimestampMicrosecondArray::from(micros.to_vec()).with_timezone("UTC"))
+}
+
+fn identity_array<'a>(column: &str, rows: impl Iterator<Item = &'a Series>) -> ArrayRef {
+    match column {
+        "gpu_index" => Arc::new(rows.map(|s| s.gpu_index).collect::<Int32Array>()),
+        "mig_instance" => Arc::new(rows.map(|s| s.mig_instance).collect::<Int32Array>()),
+        _ => {
+            let position = identity_position(column);
+            Arc::new(
+                rows.map(|s| s.identity[position].as_deref())
+                    .collect::<StringArray>(),
+            )
+        }
+    }
+}
+
+/// One parsed sample line.
+struct Sample {
+    metric: Metric,
+    series: usize,
+    value: f64,
+    /// µs since the epoch, UTC.
+    ts: i64,
+}
+
+struct Parser<'c> {
+    ctx: &'c ParseContext,
+    /// `ctx.at` in µs: the time of samples written without a timestamp.
+    at: i64,
+    batch_rows: usize,
+    line_number: u64,
+    stats: DcgmStats,
+    /// A sample line was seen: from then on a broken line is rejected, not taken as a wrong format.
+    seen_sample_line: bool,
+    last_ts: Option<i64>,
+    metrics: MetricTable,
+    series: SeriesTable,
+    wide: WideRows,
+    extra: ExtraRows,
+}
+
+impl<'c> Parser<'c> {
+    fn new(ctx: &'c ParseContext) -> Self {
+        let cluster = ctx
+            .cluster
+            .clone()
+            .unwrap_or_else(|| CLUSTER_FALLBACK.to_owned());
+        Self {
+            ctx,
+            at: ctx.at.timestamp_micros(),
+            batch_rows: ctx.batch_rows.max(1),
+            line_number: 0,
+            stats: DcgmStats::default(),
+            seen_sample_line: false,
+            last_ts: None,
+            metrics: MetricTable::default(),
+            series: SeriesTable::new(cluster),
+            wide: WideRows::new(),
+            extra: ExtraRows::default(),
+        }
+    }
+
+    /// Handles one raw line (with its line break); `Break` at OpenMetrics' `# EOF`.
+    fn line(&mut self, raw: &[u8], sink: &mut dyn Sink) -> Result<ControlFlow<()>, IngestError> {
+        self.line_number += 1;
+        self.stats.lines += 1;
+        let text = trim_blanks(raw.strip_suffix(b"\n").unwrap_or(raw));
+        let text = trim_blanks(text.strip_suffix(b"\r").unwrap_or(text));
+        match text.first() {
+            None => return Ok(ControlFlow::Continue(())),
+            Some(b'#') if text == b"# EOF" => return Ok(ControlFlow::Break(())),
+            Some(b'#') => return Ok(ControlFlow::Continue(())),
+            Some(_) => {}
+        }
+        let name_len = metric_name_len(text);
+        if name_len == 0 || !matches!(text.get(name_len), Some(b'{' | b' ' | b'\t')) {
+            if !self.seen_sample_line {
+                return Err(self.not_prometheus_text(text));
+            }
+            let error = LineError::new(
+                "metric",
+                "line is not 'metric_name{labels} value [timestamp]'",
+            );
+            return self.reject(error, text, sink);
+        }
+        self.seen_sample_line = true;
+        let sample = match self.parse_sample(text, name_len) {
+            Ok(sample) => sample,
+            Err(error) => return self.reject(error, text, sink),
+        };
+        if self.last_ts != Some(sample.ts) {
+            self.emit_complete_rows(sink)?;
+            self.last_ts = Some(sample.ts);
+        }
+        if is_blank(sample.value) {
+            self.stats.sentinels_dropped += 1;
+            return Ok(ControlFlow::Continue(()));
+        }
+        if self.record(&sample).is_err() {
+            let metric = &self.metrics.names[sample.metric.id];
+            let error = LineError::new(
+                metric,
+                "duplicate sample: the series already has a value of this metric at this timestamp",
+            );
+            return self.reject(error, text, sink);
+        }
+        self.stats.samples += 1;
+        if self.extra.ts.len() >= self.batch_rows {
+            self.emit_extra(sink)?;
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn parse_sample(&mut self, text: &[u8], name_len: usize) -> Result<Sample, LineError> {
+        let name = &text[..name_len];
+        let metric = self.metrics.resolve(name);
+        let (series, rest) = if text[name_len] == b'{' {
+            self.series.lookup(&text[name_len + 1..])?
+        } else {
+            (self.series.unlabelled()?, &text[name_len..])
+        };
+        let (value, ts) = value_and_timestamp(rest, name)?;
+        Ok(Sample {
+            metric,
+            series,
+            value,
+            ts: ts.unwrap_or(self.at),
+        })
+    }
+
+    /// Puts a sample in its wide row (GPU series of a known field) or in the long table.
+    fn record(&mut self, sample: &Sample) -> Result<(), Duplicate> {
+        let series = &mut self.series.list[sample.series];
+        let (Some(column), true) = (sample.metric.column, series.is_gpu) else {
+            return self.extra.push(sample);
+        };
+        let row = match series.open_row {
+            Some((ts, row)) if ts == sample.ts => row,
+            _ => {
+                let row = self.wide.push_row(sample.ts, sample.series);
+                series.open_row = Some((sample.ts, row));
+                row
+            }
+        };
+        let cell = &mut self.wide.values[column][row];
+        if !cell.is_nan() {
+            return Err(Duplicate);
+        }
+        *cell = sample.value;
+        Ok(())
+    }
+
+    /// Called when the timestamp moves on: the rows held so far are complete, so full batches go.
+    fn emit_complete_rows(&mut self, sink: &mut dyn Sink) -> Result<(), IngestError> {
+        while self.wide.len() >= self.batch_rows {
+            self.emit_wide(self.batch_rows, sink)?;
+        }
+        Ok(())
+    }
+
+    fn emit_wide(&mut self, n: usize, sink: &mut dyn Sink) -> Result<(), IngestError> {
+        let batch = self.wide.batch(n, &self.series.list)?;
+        self.wide.drain_front(n);
+        for series in &mut self.series.list {
+            series.open_row = match series.open_row {
+                Some((ts, row)) if row >= n => Some((ts, row - n)),
+                _ => None,
+            };
+        }
+        self.stats.rows_wide += n as u64;
+        sink.accept(Table::GpuSamples, batch)
+    }
+
+    fn emit_extra(&mut self, sink: &mut dyn Sink) -> Result<(), IngestError> {
+        let batch = self.extra.batch(&self.series.list, &self.metrics.names)?;
+        self.stats.rows_extra += batch.num_rows() as u64;
+        self.extra.clear();
+        sink.accept(Table::GpuSamplesExtra, batch)
+    }
+
+    fn finish(mut self, sink: &mut dyn Sink) -> Result<DcgmStats, IngestError> {
+        while !self.wide.is_empty() {
+            self.emit_wide(self.wide.len().min(self.batch_rows), sink)?;
+        }
+        if !self.extra.ts.is_empty() {
+            self.emit_extra(sink)?;
+        }
+        Ok(self.stats)
+    }
+
+    fn reject(
+        &mut self,
+        error: LineError,
+        text: &[u8],
+        sink: &mut dyn Sink,
+    ) -> Result<ControlFlow<()>, IngestError> {
+        self.stats.rejected += 1;
+        let raw = String::from_utf8_lossy(text);
+        sink.reject(Rejection::new(
+            self.line_number,
+            error.field,
+            error.reason,
+            &raw,
+        ))?;
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn not_prometheus_text(&self, text: &[u8]) -> IngestError {
+        let shown: String = String::from_utf8_lossy(text).chars().take(80).collect();
+        IngestError::Format {
+            origin: self.ctx.origin.clone(),
+            reason: format!(
+                "not Prometheus text exposition (dcgm-exporter /metrics): line {} does not start \
+                 with a metric name: '{shown}'",
+                self.line_number
+            ),
+        }
+    }
+}
