@@ -970,10 +970,11 @@ impl<'c> Parser<'c> {
         name_len: usize,
     ) -> Result<Sample, LineError> {
         let name = &text[..name_len];
-        let (series, rest) = if text[name_len] == b'{' {
-            self.series.lookup(&text[name_len + 1..])?
+        let after_name = skip_blanks(text, name_len);
+        let (series, rest) = if text.get(after_name) == Some(&b'{') {
+            self.series.lookup(&text[after_name + 1..])?
         } else {
-            (self.series.unlabelled()?, &text[name_len..])
+            (self.series.unlabelled()?, &text[after_name..])
         };
         let (value, ts) = value_and_timestamp(rest, name)?;
         Ok(Sample {

@@ -955,17 +955,22 @@ fn timestamps_are_milliseconds_or_openmetrics_seconds() {
 }
 
 #[test]
-fn a_byte_order_mark_and_crlf_line_ends_are_accepted() {
+fn a_byte_order_mark_crlf_line_ends_and_extra_blanks_are_accepted() {
     let text = format!(
-        "\u{feff}# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\r\nDCGM_FI_DEV_GPU_UTIL{{{GPU0}}} 64\r\n"
+        "\u{feff}# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\r\n\
+         DCGM_FI_DEV_GPU_UTIL{{{GPU0}}} 64\r\n\
+         \t DCGM_FI_DEV_FB_USED {{{GPU0}}}  1024 \t 1767261600000  \r\n"
     );
     let (sink, stats) = run(&text);
     assert!(sink.rejections.is_empty(), "{:?}", sink.rejections);
-    assert_eq!(stats, self::stats(2, 1, 1, 0));
+    assert_eq!(stats, self::stats(3, 2, 2, 0));
+    let rows = sink.table(Table::GpuSamples);
     assert_eq!(
-        floats(&sink.table(Table::GpuSamples), "gpu_util"),
-        vec![Some(64.0)]
+        times(&rows),
+        vec![at().timestamp_micros(), 1_767_261_600_000_000]
     );
+    assert_eq!(floats(&rows, "gpu_util"), vec![Some(64.0), None]);
+    assert_eq!(floats(&rows, "fb_used_mib"), vec![None, Some(1024.0)]);
 }
 
 #[test]
