@@ -1,1 +1,354 @@
-fn main() {}
+//! Throughput of the dcgm-exporter text parser on a synthetic fleet shaped like a real one:
+//! 1,000 GPUs (125 nodes × 8 H100), the 25 metrics of dcgm-exporter's `default-counters.csv`, its
+//! label layout (Kubernetes mode: busy GPUs carry `container`/`namespace`/`pod`), scraped every
+//! 15 s and kept with per-sample timestamps as a scrape recorder writes them.
+//!
+//! `cargo bench -p gpuledger-ingest --bench dcgm_ingest` reports samples per second.
+
+use std::fmt::Write;
+use std::hint::black_box;
+
+use arrow::record_batch::RecordBatch;
+use chrono::{TimeZone, Utc};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use gpuledger_ingest::dcgm;
+use gpuledger_ingest::{IngestError, ParseContext, Rejection, Sink};
+use gpuledger_lake::tables::Table;
+
+const NODES: usize = 125;
+const GPUS_PER_NODE: usize = 8;
+const SCRAPES: usize = 4;
+const SCRAPE_INTERVAL_MS: i64 = 15_000;
+/// 2026-01-01T10:00:00Z.
+const FIRST_SCRAPE_MS: i64 = 1_767_261_600_000;
+
+/// How dcgm-exporter prints a field: integers with `%d`, doubles with `%f`.
+#[derive(Clone, Copy)]
+enum Format {
+    Integer,
+    Double,
+}
+
+/// dcgm-exporter's default counters: (field, Prometheus type, help, format).
+const METRICS: &[(&str, &str, &str, Format)] = &[
+    (
+        "DCGM_FI_DEV_SM_CLOCK",
+        "gauge",
+        "SM clock frequency (in MHz).",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "gauge",
+        "Memory clock frequency (in MHz).",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_MEMORY_TEMP",
+        "gauge",
+        "Memory temperature (in C).",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_GPU_TEMP",
+        "gauge",
+        "GPU temperature (in C).",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_POWER_USAGE",
+        "gauge",
+        "Power draw (in W).",
+        Format::Double,
+    ),
+    (
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "counter",
+        "Total energy consumption since boot (in mJ).",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "counter",
+        "Total number of PCIe retries.",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_GPU_UTIL",
+        "gauge",
+        "GPU utilization (in %).",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "gauge",
+        "Memory utilization (in %).",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_ENC_UTIL",
+        "gauge",
+        "Encoder utilization (in %).",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_DEC_UTIL",
+        "gauge",
+        "Decoder utilization (in %).",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_XID_ERRORS",
+        "gauge",
+        "Value of the last XID error encountered.",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_FB_FREE",
+        "gauge",
+        "Framebuffer memory free (in MiB).",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_FB_USED",
+        "gauge",
+        "Framebuffer memory used (in MiB).",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_FB_RESERVED",
+        "gauge",
+        "Framebuffer memory reserved (in MiB).",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "counter",
+        "Total number of NVLink bandwidth counters for all lanes.",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+        "gauge",
+        "vGPU License status",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Number of remapped rows for uncorrectable errors",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Number of remapped rows for correctable errors",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "gauge",
+        "Whether remapping of rows has failed",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "gauge",
+        "Ratio of time the graphics engine is active.",
+        Format::Double,
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "gauge",
+        "Ratio of cycles the tensor (HMMA) pipe is active.",
+        Format::Double,
+    ),
+    (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "gauge",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+        Format::Double,
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "gauge",
+        "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+        Format::Integer,
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "gauge",
+        "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+        Format::Integer,
+    ),
+];
+
+/// PCI bus of each GPU slot in an 8-GPU HGX H100 board.
+const PCI_BUSES: [&str; GPUS_PER_NODE] = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"];
+const FB_TOTAL_MIB: u64 = 81_559;
+const FB_RESERVED_MIB: u64 = 511;
+
+/// A deterministic pseudo-random stream (splitmix64): the same text on every run.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// A value in `[low, high)` for one (GPU, scrape, metric).
+fn draw(gpu: usize, scrape: usize, metric: usize, low: f64, high: f64) -> f64 {
+    let seed = ((gpu as u64) << 32) ^ ((scrape as u64) << 8) ^ metric as u64;
+    let unit = (mix(seed) >> 11) as f64 / (1u64 << 53) as f64;
+    low + unit * (high - low)
+}
+
+/// One GPU's label text, in dcgm-exporter's field order.
+fn labels(node: usize, slot: usize) -> String {
+    let gpu = node * GPUS_PER_NODE + slot;
+    let id = mix(gpu as u64);
+    let mut text = format!(
+        "gpu=\"{slot}\",UUID=\"GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}\",pci_bus_id=\"00000000:{}:00.0\",\
+         device=\"nvidia{slot}\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"dgx-h100-{node:03}\",\
+         DCGM_FI_DRIVER_VERSION=\"550.90.07\"",
+        id >> 32,
+        (id >> 16) & 0xffff,
+        id & 0xffff,
+        mix(id) >> 48,
+        mix(id) & 0xffff_ffff_ffff,
+        PCI_BUSES[slot],
+    );
+    if is_busy(gpu) {
+        let job = node / 4;
+        write!(
+            text,
+            ",container=\"pytorch\",namespace=\"team-{}\",pod=\"train-llama-{job}-worker-{}\"",
+            job % 6,
+            (node % 4) * GPUS_PER_NODE + slot
+        )
+        .unwrap();
+    }
+    text
+}
+
+/// Three GPUs in four are allocated to a training job.
+fn is_busy(gpu: usize) -> bool {
+    !mix(gpu as u64 ^ 0xb05).is_multiple_of(4)
+}
+
+/// A plausible reading of `metric` for one GPU at one scrape.
+fn reading(gpu: usize, scrape: usize, metric: usize) -> f64 {
+    let busy = is_busy(gpu);
+    let draw = |low, high| draw(gpu, scrape, metric, low, high);
+    let power = if busy {
+        draw(450.0, 700.0)
+    } else {
+        draw(68.0, 90.0)
+    };
+    match METRICS[metric].0 {
+        "DCGM_FI_DEV_SM_CLOCK" => {
+            if busy {
+                1980.0
+            } else {
+                345.0
+            }
+        }
+        "DCGM_FI_DEV_MEM_CLOCK" => 2619.0,
+        "DCGM_FI_DEV_MEMORY_TEMP" => draw(38.0, 72.0).floor(),
+        "DCGM_FI_DEV_GPU_TEMP" => draw(33.0, 79.0).floor(),
+        "DCGM_FI_DEV_POWER_USAGE" => (power * 1000.0).round() / 1000.0,
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" => {
+            let since_boot_s = 3_600.0 * 24.0 * 40.0 + (scrape as f64) * 15.0;
+            (since_boot_s * power * 1000.0).floor()
+        }
+        "DCGM_FI_DEV_GPU_UTIL" if busy => draw(55.0, 101.0).floor(),
+        "DCGM_FI_DEV_MEM_COPY_UTIL" if busy => draw(10.0, 60.0).floor(),
+        "DCGM_FI_DEV_FB_USED" => fb_used(gpu),
+        "DCGM_FI_DEV_FB_FREE" => FB_TOTAL_MIB as f64 - FB_RESERVED_MIB as f64 - fb_used(gpu),
+        "DCGM_FI_DEV_FB_RESERVED" => FB_RESERVED_MIB as f64,
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL" => draw(1e12, 9e12).floor(),
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE" if busy => draw(0.6, 1.0),
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" if busy => draw(0.2, 0.8),
+        "DCGM_FI_PROF_DRAM_ACTIVE" if busy => draw(0.3, 0.9),
+        "DCGM_FI_PROF_PCIE_TX_BYTES" => draw(1e5, if busy { 2e9 } else { 2e5 }).floor(),
+        "DCGM_FI_PROF_PCIE_RX_BYTES" => draw(1e5, if busy { 8e9 } else { 2e5 }).floor(),
+        _ => 0.0,
+    }
+}
+
+fn fb_used(gpu: usize) -> f64 {
+    if is_busy(gpu) {
+        30_000.0 + (mix(gpu as u64) % 48_000) as f64
+    } else {
+        0.0
+    }
+}
+
+/// `SCRAPES` consecutive full expositions (HELP/TYPE, then one line per GPU per metric) with
+/// per-sample millisecond timestamps, and the number of samples in them.
+fn synthetic_scrapes() -> (Vec<u8>, u64) {
+    let labels: Vec<String> = (0..NODES)
+        .flat_map(|node| (0..GPUS_PER_NODE).map(move |slot| labels(node, slot)))
+        .collect();
+    let mut text = String::new();
+    let mut samples = 0;
+    for scrape in 0..SCRAPES {
+        let ms = FIRST_SCRAPE_MS + scrape as i64 * SCRAPE_INTERVAL_MS;
+        for (metric, &(name, kind, help, format)) in METRICS.iter().enumerate() {
+            writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}").unwrap();
+            for (gpu, labels) in labels.iter().enumerate() {
+                let value = reading(gpu, scrape, metric);
+                match format {
+                    Format::Integer => writeln!(text, "{name}{{{labels}}} {} {ms}", value as i64),
+                    Format::Double => writeln!(text, "{name}{{{labels}}} {value:.6} {ms}"),
+                }
+                .unwrap();
+                samples += 1;
+            }
+        }
+    }
+    (text.into_bytes(), samples)
+}
+
+/// Counts rows and drops the batches: the benchmark measures the parser alone.
+#[derive(Default)]
+struct CountingSink {
+    rows: usize,
+    rejections: usize,
+}
+
+impl Sink for CountingSink {
+    fn accept(&mut self, _table: Table, batch: RecordBatch) -> Result<(), IngestError> {
+        self.rows += batch.num_rows();
+        Ok(())
+    }
+
+    fn reject(&mut self, _rejection: Rejection) -> Result<(), IngestError> {
+        self.rejections += 1;
+        Ok(())
+    }
+}
+
+fn parse_throughput(c: &mut Criterion) {
+    let (text, samples) = synthetic_scrapes();
+    let ctx = ParseContext::new(
+        "bench.prom",
+        Utc.timestamp_millis_opt(FIRST_SCRAPE_MS).unwrap(),
+    );
+    let mut group = c.benchmark_group("dcgm_ingest");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(samples));
+    group.bench_function("parse_1000_gpus_4_scrapes", |b| {
+        b.iter(|| {
+            let mut sink = CountingSink::default();
+            let stats = dcgm::parse(&mut black_box(text.as_slice()), &ctx, &mut sink).unwrap();
+            assert_eq!((stats.samples, sink.rejections), (samples, 0));
+            assert_eq!(sink.rows, NODES * GPUS_PER_NODE * SCRAPES);
+            black_box(sink.rows)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, parse_throughput);
+criterion_main!(benches);

@@ -5,8 +5,10 @@
 //! This is the hottest parser of the product (a fleet scrape every 15–30 s), so it works on bytes
 //! and allocates only when it meets something new. Within a scrape every metric of one GPU repeats
 //! the very same `{...}` label text, so that text is the cache key: a label set is parsed and mapped
-//! to its identity columns the first time it is seen, and afterwards a line costs a search for `}`,
-//! one hash lookup and a number parse.
+//! to its identity columns the first time it is seen. Afterwards a line costs a search for `}` from
+//! the end, one comparison with the label text predicted from the previous metric's order (a hash
+//! lookup when the guess is wrong) and a number parse: about 7 million samples per second on one
+//! core (`benches/dcgm_ingest.rs`).
 //!
 //! Quirks of real dumps handled here (FORMATS.md §2): `Hostname` and `hostname`, the old-namespace
 //! label names, DCGM "blank" sentinels printed as readings (dropped and counted), non-numeric values
@@ -53,20 +55,58 @@ pub fn parse(
     sink: &mut dyn Sink,
 ) -> Result<DcgmStats, IngestError> {
     let mut parser = Parser::new(ctx);
-    let mut line = Vec::with_capacity(1024);
+    for_each_line(input, &ctx.origin, |line| parser.line(line, sink))?;
+    parser.finish(sink)
+}
+
+/// Calls `handle` with each line (without its `\n`) until the input ends or `handle` breaks.
+/// Lines are handed out of the reader's own buffer: only a line split across two reads is copied.
+fn for_each_line(
+    input: &mut dyn BufRead,
+    origin: &str,
+    mut handle: impl FnMut(&[u8]) -> Result<ControlFlow<()>, IngestError>,
+) -> Result<(), IngestError> {
+    let mut split_line = Vec::new();
     loop {
-        line.clear();
-        let read = input
-            .read_until(b'\n', &mut line)
-            .map_err(|source| IngestError::Read {
-                origin: ctx.origin.clone(),
-                source,
-            })?;
-        if read == 0 || parser.line(&line, sink)?.is_break() {
+        let chunk = match input.fill_buf() {
+            Ok(chunk) => chunk,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(source) => {
+                return Err(IngestError::Read {
+                    origin: origin.to_owned(),
+                    source,
+                });
+            }
+        };
+        if chunk.is_empty() {
             break;
         }
+        let mut start = 0;
+        while let Some(offset) = memchr::memchr(b'\n', &chunk[start..]) {
+            let line = &chunk[start..start + offset];
+            let flow = if split_line.is_empty() {
+                handle(line)?
+            } else {
+                split_line.extend_from_slice(line);
+                let flow = handle(&split_line)?;
+                split_line.clear();
+                flow
+            };
+            start += offset + 1;
+            if flow.is_break() {
+                input.consume(start);
+                return Ok(());
+            }
+        }
+        split_line.extend_from_slice(&chunk[start..]);
+        let read = chunk.len();
+        input.consume(read);
     }
-    parser.finish(sink)
+    // The last line may lack its line break; whether it breaks does not matter any more.
+    if !split_line.is_empty() {
+        let _ = handle(&split_line)?;
+    }
+    Ok(())
 }
 
 /// The identity column each dcgm-exporter label fills. Aliases come from exporter versions and
@@ -105,6 +145,8 @@ const EXTRA_IDENTITY_COLUMNS: &[&str] =
     &["cluster", "node", "gpu_uuid", "gpu_index", "mig_instance"];
 
 const CLUSTER_FALLBACK: &str = "default";
+
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 fn identity_position(column: &str) -> usize {
     GPU_IDENTITY_COLUMNS
@@ -153,12 +195,21 @@ struct MetricTable {
 }
 
 impl MetricTable {
-    fn resolve(&mut self, name: &[u8]) -> Metric {
+    /// The metric that starts a sample line and the length of its name, or `None` when the line
+    /// does not start with a metric name followed by `{` or a blank.
+    fn split_name(&mut self, line: &[u8]) -> Option<(Metric, usize)> {
+        let ends_name = |len: usize| matches!(line.get(len), Some(b'{' | b' ' | b'\t'));
         if let Some(metric) = self.last
-            && name == self.last_name.as_slice()
+            && line.starts_with(&self.last_name)
+            && ends_name(self.last_name.len())
         {
-            return metric;
+            return Some((metric, self.last_name.len()));
         }
+        let len = metric_name_len(line);
+        (len > 0 && ends_name(len)).then(|| (self.resolve(&line[..len]), len))
+    }
+
+    fn resolve(&mut self, name: &[u8]) -> Metric {
         let metric = match self.by_name.get(name) {
             Some(&metric) => metric,
             None => {
@@ -200,12 +251,21 @@ struct Series {
     is_gpu: bool,
     /// The wide row this series fills at its latest timestamp: (ts, row index in `WideRows`).
     open_row: Option<(i64, usize)>,
+    /// The label text the series was first met with.
+    seen_as: Box<[u8]>,
+    /// The series met right after this one, last time: the guess for the next line.
+    successor: Option<usize>,
 }
 
 impl Series {
     /// `labels` are sorted by name, without empty values.
-    fn new(labels: &[(String, String)], default_cluster: &str) -> Result<Self, LineError> {
+    fn new(
+        labels: &[(String, String)],
+        default_cluster: &str,
+        seen_as: &[u8],
+    ) -> Result<Self, LineError> {
         let mut identity: [Option<String>; GPU_IDENTITY_COLUMNS.len()] = Default::default();
+        let (mut gpu_index, mut mig_instance) = (None, None);
         let mut wide_labels = BTreeMap::new();
         let mut extra_labels = BTreeMap::new();
         for (name, value) in labels {
@@ -227,12 +287,15 @@ impl Series {
                 }
                 _ => *slot = Some(value.clone()),
             }
+            match column {
+                "gpu_index" => gpu_index = Some(integer(name, value, column)?),
+                "mig_instance" => mig_instance = Some(integer(name, value, column)?),
+                _ => {}
+            }
             if !EXTRA_IDENTITY_COLUMNS.contains(&column) {
                 extra_labels.insert(name.as_str(), value.as_str());
             }
         }
-        let gpu_index = integer_label(&identity, "gpu_index", labels)?;
-        let mig_instance = integer_label(&identity, "mig_instance", labels)?;
         identity[identity_position("cluster")].get_or_insert_with(|| default_cluster.to_owned());
         let is_gpu = gpu_index.is_some() || identity[identity_position("gpu_uuid")].is_some();
         Ok(Self {
@@ -243,26 +306,16 @@ impl Series {
             extra_labels: labels_json(&extra_labels),
             is_gpu,
             open_row: None,
+            seen_as: seen_as.into(),
+            successor: None,
         })
     }
 }
 
-/// The value of an integer identity column, or an error naming the label that carried it.
-fn integer_label(
-    identity: &[Option<String>],
-    column: &str,
-    labels: &[(String, String)],
-) -> Result<Option<i32>, LineError> {
-    let Some(text) = &identity[identity_position(column)] else {
-        return Ok(None);
-    };
-    text.parse().map(Some).map_err(|_| {
-        let label = LABEL_COLUMNS
-            .iter()
-            .find(|(label, c)| *c == column && labels.iter().any(|(name, _)| name == label))
-            .map_or(column, |(label, _)| label);
-        LineError::new(label, format!("'{text}' is not an integer {column}"))
-    })
+fn integer(label: &str, value: &str, column: &str) -> Result<i32, LineError> {
+    value
+        .parse()
+        .map_err(|_| LineError::new(label, format!("'{value}' is not an integer {column}")))
 }
 
 fn labels_json(labels: &BTreeMap<&str, &str>) -> Option<String> {
@@ -277,6 +330,8 @@ struct SeriesTable {
     by_labels: foldhash::HashMap<Vec<(String, String)>, usize>,
     list: Vec<Series>,
     default_cluster: String,
+    /// The series of the latest sample line.
+    previous: Option<usize>,
 }
 
 impl SeriesTable {
@@ -286,41 +341,69 @@ impl SeriesTable {
             by_labels: Default::default(),
             list: Vec::new(),
             default_cluster,
+            previous: None,
         }
     }
 
     /// The series of the label block that starts right after `{`, and the rest of the line after
     /// its `}`.
     ///
-    /// Fast path: the text up to the first `}` is looked up as is. That text is a cached key only if
-    /// it is a whole label block: a `}` inside a quoted value leaves the prefix inside an open quote,
-    /// which no complete block does, so a hit is always right and a miss takes the full parse.
+    /// Fast path: the text up to the last `}` of the line (searched from the end: only the value
+    /// and timestamp follow the block) is looked up as is. A hit is the text of a complete block
+    /// parsed before, so the block ends right there; anything else (an exemplar's braces after the
+    /// value, say) misses and takes the full parse.
     fn lookup<'a>(&mut self, block: &'a [u8]) -> Result<(usize, &'a [u8]), LineError> {
-        if let Some(end) = memchr::memchr(b'}', block)
-            && let Some(cached) = self.by_text.get(&block[..end])
+        if let Some(end) = memchr::memrchr(b'}', block)
+            && let Some(known) = self.known(&block[..end])
         {
-            return match cached {
-                Ok(series) => Ok((*series, &block[end + 1..])),
-                Err(error) => Err(error.clone()),
-            };
+            return known.map(|series| (series, &block[end + 1..]));
         }
         let (labels, end) = scan_labels(block)?;
-        let resolved = self.resolve(labels);
-        self.by_text.insert(block[..end].into(), resolved.clone());
-        resolved.map(|series| (series, &block[end + 1..]))
+        self.learn(&block[..end], labels)
+            .map(|series| (series, &block[end + 1..]))
     }
 
     /// The series of a sample written without `{...}`.
     fn unlabelled(&mut self) -> Result<usize, LineError> {
-        if let Some(cached) = self.by_text.get(&[][..]) {
-            return cached.clone();
+        self.known(b"")
+            .unwrap_or_else(|| self.learn(b"", ScannedLabels::default()))
+    }
+
+    /// What a label text met before resolved to. The predicted series is checked first: exporters
+    /// print one metric for every GPU, then the next metric for the GPUs in the same order, so the
+    /// series after this one is nearly always the one that followed it last time, and a comparison
+    /// with its text spares hashing the label text.
+    fn known(&mut self, text: &[u8]) -> Option<Result<usize, LineError>> {
+        let found = match self
+            .previous
+            .and_then(|previous| self.list[previous].successor)
+        {
+            Some(predicted) if *self.list[predicted].seen_as == *text => Ok(predicted),
+            _ => self.by_text.get(text)?.clone(),
+        };
+        if let Ok(series) = found {
+            self.follow(series);
         }
-        let resolved = self.resolve(ScannedLabels::default());
-        self.by_text.insert(Box::default(), resolved.clone());
+        Some(found)
+    }
+
+    /// Resolves a label text met for the first time and remembers it.
+    fn learn(&mut self, text: &[u8], labels: ScannedLabels) -> Result<usize, LineError> {
+        let resolved = self.resolve(labels, text);
+        self.by_text.insert(text.into(), resolved.clone());
+        if let Ok(series) = resolved {
+            self.follow(series);
+        }
         resolved
     }
 
-    fn resolve(&mut self, scanned: ScannedLabels) -> Result<usize, LineError> {
+    fn follow(&mut self, series: usize) {
+        if let Some(previous) = self.previous.replace(series) {
+            self.list[previous].successor = Some(series);
+        }
+    }
+
+    fn resolve(&mut self, scanned: ScannedLabels, text: &[u8]) -> Result<usize, LineError> {
         let mut labels = scanned.pairs;
         labels.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         if let Some(pair) = labels.windows(2).find(|pair| pair[0].0 == pair[1].0) {
@@ -337,7 +420,7 @@ impl SeriesTable {
         if let Some(&series) = self.by_labels.get(&labels) {
             return Ok(series);
         }
-        let series = Series::new(&labels, &self.default_cluster)?;
+        let series = Series::new(&labels, &self.default_cluster, text)?;
         let id = self.list.len();
         self.list.push(series);
         self.by_labels.insert(labels, id);
@@ -588,21 +671,18 @@ fn parse_timestamp(token: &[u8]) -> Option<i64> {
     (micros.is_finite() && micros.abs() < i64::MAX as f64).then_some(micros as i64)
 }
 
+/// An integer of at most 18 digits, which cannot overflow (millisecond timestamps have 13).
 fn parse_integer(token: &[u8]) -> Option<i64> {
     let (negative, digits) = match token.split_first()? {
         (b'-', rest) => (true, rest),
         _ => (false, token),
     };
-    if digits.is_empty() {
+    if digits.is_empty() || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let mut value = 0i64;
-    for &byte in digits {
-        if !byte.is_ascii_digit() {
-            return None;
-        }
-        value = value.checked_mul(10)?.checked_add(i64::from(byte - b'0'))?;
-    }
+    let value = digits
+        .iter()
+        .fold(0i64, |value, &digit| value * 10 + i64::from(digit - b'0'));
     Some(if negative { -value } else { value })
 }
 
@@ -827,20 +907,25 @@ impl<'c> Parser<'c> {
         }
     }
 
-    /// Handles one raw line (with its line break); `Break` at OpenMetrics' `# EOF`.
+    /// Handles one line; `Break` at OpenMetrics' `# EOF`.
     fn line(&mut self, raw: &[u8], sink: &mut dyn Sink) -> Result<ControlFlow<()>, IngestError> {
         self.line_number += 1;
         self.stats.lines += 1;
-        let text = trim_blanks(raw.strip_suffix(b"\n").unwrap_or(raw));
-        let text = trim_blanks(text.strip_suffix(b"\r").unwrap_or(text));
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        // A file saved by a Windows editor may start with a byte-order mark.
+        let raw = if self.line_number == 1 {
+            raw.strip_prefix(UTF8_BOM).unwrap_or(raw)
+        } else {
+            raw
+        };
+        let text = trim_blanks(raw);
         match text.first() {
             None => return Ok(ControlFlow::Continue(())),
             Some(b'#') if text == b"# EOF" => return Ok(ControlFlow::Break(())),
             Some(b'#') => return Ok(ControlFlow::Continue(())),
             Some(_) => {}
         }
-        let name_len = metric_name_len(text);
-        if name_len == 0 || !matches!(text.get(name_len), Some(b'{' | b' ' | b'\t')) {
+        let Some((metric, name_len)) = self.metrics.split_name(text) else {
             if !self.seen_sample_line {
                 return Err(self.not_prometheus_text(text));
             }
@@ -849,9 +934,9 @@ impl<'c> Parser<'c> {
                 "line is not 'metric_name{labels} value [timestamp]'",
             );
             return self.reject(error, text, sink);
-        }
+        };
         self.seen_sample_line = true;
-        let sample = match self.parse_sample(text, name_len) {
+        let sample = match self.parse_sample(text, metric, name_len) {
             Ok(sample) => sample,
             Err(error) => return self.reject(error, text, sink),
         };
@@ -878,13 +963,18 @@ impl<'c> Parser<'c> {
         Ok(ControlFlow::Continue(()))
     }
 
-    fn parse_sample(&mut self, text: &[u8], name_len: usize) -> Result<Sample, LineError> {
+    fn parse_sample(
+        &mut self,
+        text: &[u8],
+        metric: Metric,
+        name_len: usize,
+    ) -> Result<Sample, LineError> {
         let name = &text[..name_len];
-        let metric = self.metrics.resolve(name);
-        let (series, rest) = if text[name_len] == b'{' {
-            self.series.lookup(&text[name_len + 1..])?
+        let after_name = skip_blanks(text, name_len);
+        let (series, rest) = if text.get(after_name) == Some(&b'{') {
+            self.series.lookup(&text[after_name + 1..])?
         } else {
-            (self.series.unlabelled()?, &text[name_len..])
+            (self.series.unlabelled()?, &text[after_name..])
         };
         let (value, ts) = value_and_timestamp(rest, name)?;
         Ok(Sample {

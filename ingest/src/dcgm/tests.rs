@@ -595,7 +595,7 @@ fn openmetrics_total_suffix_seconds_exemplars_and_eof() {
         "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n\
          DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total{{{GPU0}}} 4742776 1767261600.250\n\
          DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_created{{{GPU0}}} 1767000000.0 1767261600.250\n\
-         DCGM_FI_DEV_POWER_USAGE{{{GPU0}}} 71.5 1767261600.250\n\
+         DCGM_FI_DEV_POWER_USAGE{{{GPU0}}} 71.5 1767261600.250 # {{trace_id=\"y\"}} 0.5\n\
          DCGM_EXP_XID_ERRORS_COUNT_total{{{GPU0},err_code=\"79\"}} 2 1767261600.250 # {{trace_id=\"x\"}} 1.0\n\
          # EOF\n\
          DCGM_FI_DEV_GPU_UTIL{{{GPU0}}} 99\n"
@@ -952,4 +952,47 @@ fn timestamps_are_milliseconds_or_openmetrics_seconds() {
     assert_eq!(parse_timestamp(b"99999999999999999"), None);
     assert_eq!(parse_timestamp(b"12a"), None);
     assert_eq!(parse_timestamp(b"NaN"), None);
+}
+
+#[test]
+fn a_byte_order_mark_crlf_line_ends_and_extra_blanks_are_accepted() {
+    let text = format!(
+        "\u{feff}# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\r\n\
+         DCGM_FI_DEV_GPU_UTIL{{{GPU0}}} 64\r\n\
+         \t DCGM_FI_DEV_FB_USED {{{GPU0}}}  1024 \t 1767261600000  \r\n"
+    );
+    let (sink, stats) = run(&text);
+    assert!(sink.rejections.is_empty(), "{:?}", sink.rejections);
+    assert_eq!(stats, self::stats(3, 2, 2, 0));
+    let rows = sink.table(Table::GpuSamples);
+    assert_eq!(
+        times(&rows),
+        vec![at().timestamp_micros(), 1_767_261_600_000_000]
+    );
+    assert_eq!(floats(&rows, "gpu_util"), vec![Some(64.0), None]);
+    assert_eq!(floats(&rows, "fb_used_mib"), vec![None, Some(1024.0)]);
+}
+
+#[test]
+fn lines_split_across_reads_parse_the_same() {
+    let Some(path) = shared_data("cncf-k8s-ai-conformance/dcgm-exporter-kops-aws-L4.prom") else {
+        return;
+    };
+    let text = std::fs::read(path).unwrap();
+    // The last line without its line break, read through a buffer far smaller than a line.
+    let text = text.strip_suffix(b"\n").unwrap();
+    let (whole, whole_stats) = run(std::str::from_utf8(text).unwrap());
+    let mut sink = CollectSink::default();
+    let mut reader = std::io::BufReader::with_capacity(16, text);
+    let stats = parse(&mut reader, &context(), &mut sink).unwrap();
+    assert_eq!(stats, whole_stats);
+    assert_eq!(stats.samples, 23);
+    assert_eq!(
+        sink.table(Table::GpuSamples),
+        whole.table(Table::GpuSamples)
+    );
+    assert_eq!(
+        floats(&sink.table(Table::GpuSamples), "pcie_rx_bytes_per_s"),
+        vec![Some(17544.0)]
+    );
 }
