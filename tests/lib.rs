@@ -1,1 +1,11 @@
+//! The one integration-test binary: drives the real `gpuledger` executable end to end.
+//! Every scenario runs once per catalog backend the test command provides (SQLite always,
+//! PostgreSQL under `scripts/test`).
 
+mod support;
+
+mod ingest_dcgm;
+mod ingest_events;
+mod ingest_focus;
+mod ingest_pipeline;
+mod ingest_tokens;

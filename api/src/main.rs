@@ -1,1 +1,51 @@
-fn main() {}
+//! The `gpuledger` binary.
+
+mod cli;
+mod commands;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use gpuledger_lake::{Lake, LakeConfig};
+
+use crate::cli::{Cli, Command};
+
+/// Exit codes: 0 all good; 1 the command ran but some input was rejected; 2 it failed.
+pub const EXIT_REJECTED: u8 = 1;
+pub const EXIT_FAILED: u8 = 2;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("GPULEDGER_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let lake = Lake::open(&LakeConfig {
+        data: cli.data.clone(),
+        catalog: cli.catalog.clone(),
+    })
+    .await?;
+    match cli.command {
+        Command::Ingest(args) => commands::ingest::run(&lake, args).await,
+        Command::Sql(args) => commands::sql::run(&lake, args).await,
+        Command::Migrate => {
+            println!("catalog is up to date ({:?})", lake.catalog().backend());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -13,6 +13,7 @@ pub mod dcgm;
 pub mod error;
 pub mod events;
 pub mod focus;
+pub mod pipeline;
 pub mod record;
 #[doc(hidden)]
 pub mod testdata;

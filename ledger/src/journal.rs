@@ -187,10 +187,12 @@ pub fn by_day(amount: f64, period: Span, window: Span) -> Vec<(Micros, f64)> {
     parts
 }
 
+/// (day, team, bucket, rule, source): what identifies a line of the journal.
+type EntryKey = (Micros, Option<String>, String, Option<String>, String);
+
 /// Sums entries with the same key, in key order.
 pub fn consolidate(entries: Vec<CostEntry>) -> Vec<CostEntry> {
-    let mut sums: BTreeMap<(Micros, Option<String>, String, Option<String>, String), f64> =
-        BTreeMap::new();
+    let mut sums: BTreeMap<EntryKey, f64> = BTreeMap::new();
     for e in entries {
         *sums
             .entry((e.day, e.team, e.bucket, e.rule, e.source))

@@ -31,7 +31,11 @@ pub struct LakeTable {
 
 impl LakeTable {
     pub fn new(table: Table, catalog: Catalog, store_url: ObjectStoreUrl) -> Self {
-        Self { table, catalog, store_url }
+        Self {
+            table,
+            catalog,
+            store_url,
+        }
     }
 }
 
@@ -45,7 +49,10 @@ impl TableProvider for LakeTable {
         TableType::Base
     }
 
-    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> DfResult<Vec<TableProviderFilterPushDown>> {
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
         Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
     }
 
@@ -57,7 +64,11 @@ impl TableProvider for LakeTable {
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let bounds = TimeBounds::from_filters(self.table.time_column(), filters);
-        let files = self.catalog.active_files(self.table, bounds.from, bounds.to).await.map_err(to_df)?;
+        let files = self
+            .catalog
+            .active_files(self.table, bounds.from, bounds.to)
+            .await
+            .map_err(to_df)?;
         if files.is_empty() {
             let schema = datafusion::physical_plan::project_schema(&self.schema(), projection)?;
             return Ok(Arc::new(EmptyExec::new(schema)));
@@ -74,7 +85,9 @@ impl TableProvider for LakeTable {
             .with_projection_indices(projection.cloned())?
             .with_limit(limit)
             .build();
-        ParquetFormat::default().create_physical_plan(state, config).await
+        ParquetFormat::default()
+            .create_physical_plan(state, config)
+            .await
     }
 }
 
@@ -96,7 +109,11 @@ impl TimeBounds {
 
     fn narrow(&mut self, column: &str, expr: &Expr) {
         match expr {
-            Expr::BinaryExpr(BinaryExpr { left, op: Operator::And, right }) => {
+            Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::And,
+                right,
+            }) => {
                 self.narrow(column, left);
                 self.narrow(column, right);
             }
@@ -109,11 +126,17 @@ impl TimeBounds {
                     },
                     _ => return,
                 };
-                let Some(micros) = micros_of(value) else { return };
+                let Some(micros) = micros_of(value) else {
+                    return;
+                };
                 match op {
-                    Operator::Gt | Operator::GtEq => self.from = Some(self.from.map_or(micros, |f| f.max(micros))),
+                    Operator::Gt | Operator::GtEq => {
+                        self.from = Some(self.from.map_or(micros, |f| f.max(micros)))
+                    }
                     Operator::Lt => self.to = Some(self.to.map_or(micros, |t| t.min(micros))),
-                    Operator::LtEq => self.to = Some(self.to.map_or(micros + 1, |t| t.min(micros + 1))),
+                    Operator::LtEq => {
+                        self.to = Some(self.to.map_or(micros + 1, |t| t.min(micros + 1)))
+                    }
                     Operator::Eq => {
                         self.from = Some(self.from.map_or(micros, |f| f.max(micros)));
                         self.to = Some(self.to.map_or(micros + 1, |t| t.min(micros + 1)));
@@ -122,9 +145,11 @@ impl TimeBounds {
                 }
             }
             Expr::Between(between) if !between.negated => {
-                if let (Expr::Column(c), Expr::Literal(low, _), Expr::Literal(high, _)) =
-                    (strip_cast(&between.expr), strip_cast(&between.low), strip_cast(&between.high))
-                    && c.name == column
+                if let (Expr::Column(c), Expr::Literal(low, _), Expr::Literal(high, _)) = (
+                    strip_cast(&between.expr),
+                    strip_cast(&between.low),
+                    strip_cast(&between.high),
+                ) && c.name == column
                     && let (Some(low), Some(high)) = (micros_of(low), micros_of(high))
                 {
                     self.from = Some(self.from.map_or(low, |f| f.max(low)));
@@ -160,7 +185,11 @@ mod tests {
 
     fn ts(s: &str) -> Expr {
         lit(ScalarValue::TimestampMicrosecond(
-            Some(chrono::DateTime::parse_from_rfc3339(s).unwrap().timestamp_micros()),
+            Some(
+                chrono::DateTime::parse_from_rfc3339(s)
+                    .unwrap()
+                    .timestamp_micros(),
+            ),
             Some("UTC".into()),
         ))
     }
@@ -168,23 +197,41 @@ mod tests {
     #[test]
     fn bounds_come_from_comparisons_on_the_time_column() {
         // 2024-09-18T00:00:00Z = 1_726_617_600 s.
-        let filters = [col("ts").gt_eq(ts("2024-09-18T00:00:00Z")).and(col("ts").lt(ts("2024-09-19T00:00:00Z")))];
+        let filters = [col("ts")
+            .gt_eq(ts("2024-09-18T00:00:00Z"))
+            .and(col("ts").lt(ts("2024-09-19T00:00:00Z")))];
         assert_eq!(
             TimeBounds::from_filters("ts", &filters),
-            TimeBounds { from: Some(1_726_617_600_000_000), to: Some(1_726_704_000_000_000) }
+            TimeBounds {
+                from: Some(1_726_617_600_000_000),
+                to: Some(1_726_704_000_000_000)
+            }
         );
         // Reversed operands, <= (inclusive), and a filter on another column that must not count.
-        let filters = [ts("2024-09-18T00:00:00Z").lt_eq(col("ts")), col("ts").lt_eq(ts("2024-09-18T01:00:00Z")), col("other").gt(lit(5))];
+        let filters = [
+            ts("2024-09-18T00:00:00Z").lt_eq(col("ts")),
+            col("ts").lt_eq(ts("2024-09-18T01:00:00Z")),
+            col("other").gt(lit(5)),
+        ];
         assert_eq!(
             TimeBounds::from_filters("ts", &filters),
-            TimeBounds { from: Some(1_726_617_600_000_000), to: Some(1_726_621_200_000_001) }
+            TimeBounds {
+                from: Some(1_726_617_600_000_000),
+                to: Some(1_726_621_200_000_001)
+            }
         );
-        assert_eq!(TimeBounds::from_filters("ts", &[col("ts").not_eq(ts("2024-09-18T00:00:00Z"))]), TimeBounds::default());
+        assert_eq!(
+            TimeBounds::from_filters("ts", &[col("ts").not_eq(ts("2024-09-18T00:00:00Z"))]),
+            TimeBounds::default()
+        );
     }
 
     #[test]
     fn string_literals_are_understood_as_times() {
         let filters = [col("charge_period_start").gt_eq(lit("2024-09-01T00:00:00Z"))];
-        assert_eq!(TimeBounds::from_filters("charge_period_start", &filters).from, Some(1_725_148_800_000_000));
+        assert_eq!(
+            TimeBounds::from_filters("charge_period_start", &filters).from,
+            Some(1_725_148_800_000_000)
+        );
     }
 }

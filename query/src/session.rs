@@ -15,31 +15,51 @@ use crate::lake_table::LakeTable;
 use crate::system_tables::{SystemTable, SystemTableProvider};
 
 /// The URL under which the lake's object store is registered with DataFusion.
-static LAKE_URL: LazyLock<Url> = LazyLock::new(|| Url::parse("gpuledger://lake/").expect("valid URL"));
+static LAKE_URL: LazyLock<Url> =
+    LazyLock::new(|| Url::parse("gpuledger://lake/").expect("valid URL"));
 
 pub const CATALOG_NAME: &str = "gpuledger";
 pub const DEFAULT_SCHEMA: &str = "public";
 pub const SYSTEM_SCHEMA: &str = "system";
 
 pub fn new_session(lake: &Lake) -> Result<SessionContext, QueryError> {
-    let config = SessionConfig::new()
+    let mut config = SessionConfig::new()
         .with_information_schema(true)
         .with_default_catalog_and_schema(CATALOG_NAME, DEFAULT_SCHEMA);
+    // Analysts arrive from psql and Grafana: parse their SQL as PostgreSQL. (The generic dialect
+    // also reads `select a, cluster` as a trailing comma before `CLUSTER BY`, and `cluster` is
+    // one of our column names.)
+    config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
     let ctx = SessionContext::new_with_config(config);
     ctx.register_object_store(&LAKE_URL, Arc::clone(lake.store()));
     let store_url = ObjectStoreUrl::parse(LAKE_URL.as_str())?;
 
     for table in Table::ALL {
-        ctx.register_table(table.name(), Arc::new(LakeTable::new(table, lake.catalog().clone(), store_url.clone())))?;
+        ctx.register_table(
+            table.name(),
+            Arc::new(LakeTable::new(
+                table,
+                lake.catalog().clone(),
+                store_url.clone(),
+            )),
+        )?;
     }
     let system = Arc::new(MemorySchemaProvider::new());
     for table in SystemTable::ALL {
-        system.register_table(table.name().into(), Arc::new(SystemTableProvider::new(table, lake.catalog().clone())))?;
+        system.register_table(
+            table.name().into(),
+            Arc::new(SystemTableProvider::new(table, lake.catalog().clone())),
+        )?;
     }
-    ctx.catalog(CATALOG_NAME).expect("default catalog").register_schema(SYSTEM_SCHEMA, system)?;
+    ctx.catalog(CATALOG_NAME)
+        .expect("default catalog")
+        .register_schema(SYSTEM_SCHEMA, system)?;
     ctx.register_table(
         SystemTable::Quarantine.name(),
-        Arc::new(SystemTableProvider::new(SystemTable::Quarantine, lake.catalog().clone())),
+        Arc::new(SystemTableProvider::new(
+            SystemTable::Quarantine,
+            lake.catalog().clone(),
+        )),
     )?;
     Ok(ctx)
 }

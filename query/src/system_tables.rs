@@ -26,7 +26,11 @@ pub enum SystemTable {
 }
 
 impl SystemTable {
-    pub const ALL: [SystemTable; 3] = [SystemTable::Files, SystemTable::IngestBatches, SystemTable::Quarantine];
+    pub const ALL: [SystemTable; 3] = [
+        SystemTable::Files,
+        SystemTable::IngestBatches,
+        SystemTable::Quarantine,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -101,7 +105,9 @@ impl SystemTable {
                     int(f.iter().map(|f| f.bytes)),
                     time(f.iter().map(|f| f.min_ts)),
                     time(f.iter().map(|f| f.max_ts)),
-                    Arc::new(BooleanArray::from_iter(f.iter().map(|f| Some(f.replaced_by.is_none())))),
+                    Arc::new(BooleanArray::from_iter(
+                        f.iter().map(|f| Some(f.replaced_by.is_none())),
+                    )),
                     opt_text(f.iter().map(|f| f.replaced_by.as_deref())),
                 ]
             }
@@ -166,6 +172,10 @@ impl TableProvider for SystemTableProvider {
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let batch = self.table.read(&self.catalog).await?;
-        Ok(MemorySourceConfig::try_new_exec(&[vec![batch]], self.schema(), projection.cloned())?)
+        Ok(MemorySourceConfig::try_new_exec(
+            &[vec![batch]],
+            self.schema(),
+            projection.cloned(),
+        )?)
     }
 }

@@ -16,8 +16,23 @@ fn span_in(window_hours: i64) -> impl proptest::strategy::Strategy<Value = Span>
         .prop_map(|(start, len)| Span::new(start * H / 2, (start + len) * H / 2 + 1234))
 }
 
+/// (gpus, gpu_cost_share, billed, spot, replicas)
+type NodeSpec = (u32, f64, bool, bool, u32);
+/// (node, pod, start hour, hours, stopped, gpu index, team, MIG, fraction)
+type EventSpec = (
+    usize,
+    usize,
+    i64,
+    i64,
+    bool,
+    Option<u32>,
+    usize,
+    bool,
+    Option<f64>,
+);
+
 prop_compose! {
-    fn node()(gpus in 1u32..5, share in 0.0f64..=1.0, billed in any::<bool>(), spot in any::<bool>(), replicas in 1u32..3) -> (u32, f64, bool, bool, u32) {
+    fn node()(gpus in 1u32..5, share in 0.0f64..=1.0, billed in any::<bool>(), spot in any::<bool>(), replicas in 1u32..3) -> NodeSpec {
         (gpus, share, billed, spot, replicas)
     }
 }
@@ -25,24 +40,14 @@ prop_compose! {
 prop_compose! {
     fn event()(node in 0usize..3, pod in 0usize..6, start in 0i64..60, len in 0i64..30, stop in any::<bool>(),
                gpu in proptest::option::of(0u32..5), team in 0usize..4, mig in any::<bool>(), fraction in proptest::option::of(0.1f64..1.0))
-        -> (usize, usize, i64, i64, bool, Option<u32>, usize, bool, Option<f64>) {
+        -> EventSpec {
         (node, pod, start, len, stop, gpu, team, mig, fraction)
     }
 }
 
 fn inputs(
-    nodes: Vec<(u32, f64, bool, bool, u32)>,
-    events: Vec<(
-        usize,
-        usize,
-        i64,
-        i64,
-        bool,
-        Option<u32>,
-        usize,
-        bool,
-        Option<f64>,
-    )>,
+    nodes: Vec<NodeSpec>,
+    events: Vec<EventSpec>,
     lines: Vec<(usize, f64, Span, bool)>,
     reservations: Vec<(usize, Span, Option<u32>)>,
     manual: Vec<(f64, Span)>,

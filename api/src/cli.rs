@@ -1,0 +1,94 @@
+//! The command line. Every flag has an environment variable and a help line.
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use clap::{Parser, Subcommand, ValueEnum};
+use gpuledger_ingest::pipeline::Source;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpuledger",
+    version,
+    about = "A time-series FinOps ledger for GPU and AI infrastructure"
+)]
+pub struct Cli {
+    /// Where the lake lives: a directory, or an object-store URL (s3://bucket/prefix, gs://…, az://…, file://…).
+    #[arg(
+        long,
+        global = true,
+        env = "GPULEDGER_DATA",
+        default_value = "./gpuledger-data"
+    )]
+    pub data: String,
+
+    /// The catalog database: sqlite://FILE or postgres://…; defaults to catalog.db inside a local --data directory.
+    #[arg(long, global = true, env = "GPULEDGER_CATALOG")]
+    pub catalog: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Land a file (or stdin with `-`) of one source in the lake; gzip is detected. Exits 1 when
+    /// any record was rejected (the rest lands; see the quarantine), 2 on errors.
+    Ingest(IngestArgs),
+    /// Run a SQL query over the lake.
+    Sql(SqlArgs),
+    /// Create or upgrade the catalog schema (every other command does this too).
+    Migrate,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct IngestArgs {
+    /// dcgm (dcgm-exporter text), focus (FOCUS CSV/Parquet), tokens (gateway JSON), events (scheduler events).
+    #[arg(value_parser = parse_source)]
+    pub source: Source,
+
+    /// Files to ingest, each as its own batch; `-` reads stdin.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+
+    /// Cluster name for inputs that do not carry one (dcgm text, Slurm without a Cluster field).
+    #[arg(long, env = "GPULEDGER_CLUSTER")]
+    pub cluster: Option<String>,
+
+    /// Time of an untimestamped dcgm scrape (RFC 3339); defaults to the file's modification time.
+    #[arg(long, env = "GPULEDGER_AT")]
+    pub at: Option<DateTime<Utc>>,
+
+    /// Time zone of naive timestamps (Slurm local times, LiteLLM), e.g. Europe/Berlin.
+    #[arg(long, env = "GPULEDGER_TZ", default_value = "UTC")]
+    pub tz: chrono_tz::Tz,
+
+    /// A date format for FOCUS files that do not use ISO 8601, e.g. %m/%d/%y.
+    #[arg(long, env = "GPULEDGER_DATE_FORMAT")]
+    pub date_format: Option<String>,
+
+    /// Reject the whole input on the first bad record.
+    #[arg(long, env = "GPULEDGER_STRICT")]
+    pub strict: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum OutputFormat {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SqlArgs {
+    /// The query, e.g. "select sum(effective_cost) from billing_lines".
+    pub query: String,
+
+    /// How to print the result.
+    #[arg(long, env = "GPULEDGER_FORMAT", value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+}
+
+fn parse_source(s: &str) -> Result<Source, String> {
+    s.parse()
+}

@@ -1,0 +1,143 @@
+//! `gpuledger ingest <source> <path|->…`: each input lands as one batch, exactly once.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use gpuledger_ingest::ParseContext;
+use gpuledger_ingest::pipeline::{IngestOptions, IngestReport, Input, Outcome, ingest};
+use gpuledger_lake::Lake;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::EXIT_REJECTED;
+use crate::cli::IngestArgs;
+
+/// Rejections printed in full before the summary points at the quarantine.
+const REJECTIONS_SHOWN: usize = 20;
+
+pub async fn run(lake: &Lake, args: IngestArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let mut any_rejected = false;
+    for path in &args.paths {
+        let input = if path.as_os_str() == "-" {
+            Input::Stdin
+        } else {
+            Input::Path(path.clone())
+        };
+        let mut context = ParseContext::new(
+            input.origin(),
+            args.at.unwrap_or_else(|| input.default_time()),
+        );
+        context.cluster = args.cluster.clone();
+        context.tz = args.tz;
+        context.date_format = args.date_format.clone();
+        let progress = Arc::new(AtomicU64::new(0));
+        let mut options = IngestOptions::new(args.source, context);
+        options.strict = args.strict;
+        options.progress = Some(Arc::clone(&progress));
+
+        let bar = progress_bar(input.size(), &input.origin());
+        let ticker = bar.clone().map(|bar| {
+            let progress = Arc::clone(&progress);
+            tokio::spawn(async move {
+                loop {
+                    bar.set_position(progress.load(Ordering::Relaxed));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        });
+        let result = ingest(lake, input, options).await;
+        if let Some(ticker) = ticker {
+            ticker.abort();
+        }
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        let report = result?;
+        print_report(&report);
+        any_rejected |= !report.rejections.is_empty();
+    }
+    Ok(if any_rejected {
+        ExitCode::from(EXIT_REJECTED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A bar on a terminal only: scripts and CI get the summary lines alone.
+fn progress_bar(size: Option<u64>, origin: &str) -> Option<ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = match size {
+        Some(size) => ProgressBar::new(size).with_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        ),
+        None => ProgressBar::new_spinner()
+            .with_style(ProgressStyle::with_template("{msg} {spinner} {binary_bytes} {binary_bytes_per_sec}").expect("valid template")),
+    };
+    Some(bar.with_message(origin.to_string()))
+}
+
+fn print_report(report: &IngestReport) {
+    match &report.outcome {
+        Outcome::AlreadyIngested { batch_id } => {
+            println!(
+                "{}: already ingested as batch {batch_id}; nothing new landed",
+                report.origin
+            );
+            return;
+        }
+        Outcome::Landed { rows_replaced } => {
+            let tables: Vec<String> = report
+                .rows
+                .iter()
+                .map(|(table, n)| format!("{n} rows into {table}"))
+                .collect();
+            let tables = if tables.is_empty() {
+                "no rows".to_string()
+            } else {
+                tables.join(", ")
+            };
+            println!(
+                "{}: {} records read; landed {tables} (batch {}); {} rejected",
+                report.origin,
+                report.records_read,
+                report.batch_id,
+                report.rejections.len()
+            );
+            if *rows_replaced > 0 {
+                println!(
+                    "  restated: {rows_replaced} rows of an earlier delivery of the same billing period were replaced"
+                );
+            }
+            if report.duplicates_skipped > 0 {
+                println!(
+                    "  {} requests were already in the lake and were skipped",
+                    report.duplicates_skipped
+                );
+            }
+        }
+    }
+    for rejection in report.rejections.iter().take(REJECTIONS_SHOWN) {
+        eprintln!(
+            "  {}:{}: field '{}': {}",
+            report.origin, rejection.line, rejection.field, rejection.reason
+        );
+    }
+    if report.rejections.len() > REJECTIONS_SHOWN {
+        eprintln!(
+            "  … and {} more",
+            report.rejections.len() - REJECTIONS_SHOWN
+        );
+    }
+    if !report.rejections.is_empty() {
+        eprintln!(
+            "  rejected records are kept: gpuledger sql \"select * from quarantine where batch_id = '{}'\"",
+            report.batch_id
+        );
+    }
+}

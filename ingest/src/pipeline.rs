@@ -1,0 +1,520 @@
+//! The ingest pipeline: one input in, one catalog batch out, exactly once.
+//!
+//! ```text
+//! file | stdin | bytes ─► count+hash ─► gunzip? ─► parser (blocking thread)
+//!        ─► channel ─► dedupe (tokens) ─► TableWriter (Parquet objects, invisible)
+//!        ─► Catalog::commit_batch (one transaction: files + quarantine + restatement)
+//! ```
+//! The content hash covers the source, the options that change the output and every input
+//! byte, so a re-sent input is recognised and lands nothing; its objects are removed again.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arrow::array::{AsArray, BooleanArray};
+use arrow::record_batch::RecordBatch;
+use chrono::{DateTime, Utc};
+use gpuledger_lake::catalog::{CommitOutcome, NewBatch};
+use gpuledger_lake::tables::Table;
+use gpuledger_lake::writer::{TableWriter, WrittenFile};
+use gpuledger_lake::{Lake, Rejection};
+use object_store::ObjectStoreExt;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+
+use crate::error::IngestError;
+use crate::record::{ParseContext, Sink};
+use crate::{dcgm, events, focus, tokens};
+
+/// The four kinds of input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Dcgm,
+    Focus,
+    Tokens,
+    Events,
+}
+
+impl Source {
+    pub const ALL: [Source; 4] = [Source::Dcgm, Source::Focus, Source::Tokens, Source::Events];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Dcgm => "dcgm",
+            Source::Focus => "focus",
+            Source::Tokens => "tokens",
+            Source::Events => "events",
+        }
+    }
+
+    /// Runs this source's parser; returns the number of records it read (for dcgm: sample lines).
+    fn parse(
+        self,
+        input: &mut dyn BufRead,
+        ctx: &ParseContext,
+        sink: &mut dyn Sink,
+    ) -> Result<u64, IngestError> {
+        Ok(match self {
+            Source::Dcgm => {
+                let stats = dcgm::parse(input, ctx, sink)?;
+                stats.samples + stats.sentinels_dropped + stats.rejected
+            }
+            Source::Focus => focus::parse(input, ctx, sink)?.records_read,
+            Source::Tokens => tokens::parse(input, ctx, sink)?.records,
+            Source::Events => events::parse(input, ctx, sink)?.records,
+        })
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Source {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Source::ALL
+            .into_iter()
+            .find(|source| source.name() == s)
+            .ok_or_else(|| format!("unknown source '{s}' (expected dcgm, focus, tokens or events)"))
+    }
+}
+
+/// Where the bytes come from.
+pub enum Input {
+    Path(PathBuf),
+    Stdin,
+    /// A body already in memory (HTTP), with a name for messages.
+    Bytes {
+        origin: String,
+        bytes: bytes::Bytes,
+    },
+}
+
+impl Input {
+    pub fn origin(&self) -> String {
+        match self {
+            Input::Path(path) => path.display().to_string(),
+            Input::Stdin => "-".to_string(),
+            Input::Bytes { origin, .. } => origin.clone(),
+        }
+    }
+
+    /// The size in bytes when known up front (for progress bars).
+    pub fn size(&self) -> Option<u64> {
+        match self {
+            Input::Path(path) => std::fs::metadata(path).ok().map(|m| m.len()),
+            Input::Stdin => None,
+            Input::Bytes { bytes, .. } => Some(bytes.len() as u64),
+        }
+    }
+
+    /// When an untimestamped dcgm scrape was taken if `--at` is not given: a file's modification
+    /// time (so re-ingesting the same file is recognised), else now.
+    pub fn default_time(&self) -> DateTime<Utc> {
+        match self {
+            Input::Path(path) => std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .map(DateTime::<Utc>::from)
+                .unwrap_or_else(|_| Utc::now()),
+            _ => Utc::now(),
+        }
+    }
+
+    fn open(self) -> Result<Box<dyn Read + Send>, IngestError> {
+        let origin = self.origin();
+        Ok(match self {
+            Input::Path(path) => Box::new(
+                std::fs::File::open(&path)
+                    .map_err(|source| IngestError::Read { origin, source })?,
+            ),
+            Input::Stdin => Box::new(std::io::stdin()),
+            Input::Bytes { bytes, .. } => Box::new(std::io::Cursor::new(bytes)),
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    pub source: Source,
+    pub context: ParseContext,
+    /// Reject the whole input on the first bad record.
+    pub strict: bool,
+    /// A client-chosen key: a second request with the same key lands nothing.
+    pub idempotency_key: Option<String>,
+    /// Bytes read so far, for progress bars.
+    pub progress: Option<Arc<AtomicU64>>,
+}
+
+impl IngestOptions {
+    pub fn new(source: Source, context: ParseContext) -> Self {
+        Self {
+            source,
+            context,
+            strict: false,
+            idempotency_key: None,
+            progress: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The batch is committed and visible.
+    Landed { rows_replaced: u64 },
+    /// This input (or idempotency key) was ingested before by `batch_id`: nothing new landed.
+    AlreadyIngested { batch_id: String },
+}
+
+/// What one ingest did, for the CLI summary and the HTTP response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IngestReport {
+    pub batch_id: String,
+    pub source: Source,
+    pub origin: String,
+    pub outcome: Outcome,
+    pub records_read: u64,
+    /// Rows landed per table.
+    pub rows: Vec<(Table, u64)>,
+    /// Gateway requests already in the lake from an earlier input, skipped.
+    pub duplicates_skipped: u64,
+    pub files_written: usize,
+    pub rejections: Vec<Rejection>,
+}
+
+impl IngestReport {
+    pub fn rows_landed(&self) -> u64 {
+        self.rows.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// Ingests one input into the lake. See the module documentation for the steps.
+pub async fn ingest(
+    lake: &Lake,
+    input: Input,
+    options: IngestOptions,
+) -> Result<IngestReport, IngestError> {
+    let started_at = Utc::now();
+    // Time-ordered and unique: a name that sorts the way batches arrived.
+    let batch_id = format!(
+        "{}-{}",
+        started_at.format("%Y%m%dT%H%M%S"),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let origin = input.origin();
+    let reader = HashingReader::new(input.open()?, options.progress.clone());
+    let hasher = reader.hasher.clone();
+    let mut key_material = Sha256::new();
+    key_material.update(options_fingerprint(&options));
+
+    let (sender, mut receiver) = mpsc::channel::<(Table, RecordBatch)>(4);
+    let source = options.source;
+    let context = options.context.clone();
+    let strict = options.strict;
+    let parser =
+        tokio::task::spawn_blocking(move || -> Result<(u64, Vec<Rejection>), IngestError> {
+            let mut input = decode(reader, &context.origin)?;
+            let mut sink = ChannelSink {
+                sender,
+                rejections: Vec::new(),
+                strict,
+                origin: context.origin.clone(),
+            };
+            let records = source.parse(&mut *input, &context, &mut sink)?;
+            Ok((records, sink.rejections))
+        });
+
+    let mut writer = TableWriter::new(Arc::clone(lake.store()), batch_id.clone());
+    let mut files: Vec<WrittenFile> = Vec::new();
+    let mut known_requests = KnownRequests::default();
+    let mut duplicates_skipped = 0;
+    let mut write_error = None;
+    while let Some((table, batch)) = receiver.recv().await {
+        let result = async {
+            let batch = if table == Table::TokenUsage {
+                let (fresh, skipped) = known_requests.drop_known(lake, batch).await?;
+                duplicates_skipped += skipped;
+                fresh
+            } else {
+                batch
+            };
+            files.extend(writer.write(table, &batch).await?);
+            Ok::<_, IngestError>(())
+        }
+        .await;
+        if let Err(error) = result {
+            write_error = Some(error);
+            break;
+        }
+    }
+    drop(receiver);
+    let parsed = parser
+        .await
+        .map_err(|e| IngestError::Pipeline(e.to_string()))?;
+    let (records_read, rejections) = match (write_error, parsed) {
+        (Some(error), _) | (None, Err(error)) => {
+            remove_objects(lake, &files).await;
+            return Err(error);
+        }
+        (None, Ok(parsed)) => parsed,
+    };
+
+    key_material.update(hasher.lock().expect("hasher").clone().finalize());
+    let content_hash = hex::encode(key_material.finalize());
+    let new_batch = NewBatch {
+        batch_id: batch_id.clone(),
+        source: source.name().to_string(),
+        origin: origin.clone(),
+        content_hash,
+        idempotency_key: options.idempotency_key.clone(),
+        records_read,
+        started_at: started_at.timestamp_micros(),
+    };
+    let outcome = match lake
+        .catalog()
+        .commit_batch(&new_batch, &files, &rejections)
+        .await
+    {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            remove_objects(lake, &files).await;
+            return Err(error.into());
+        }
+    };
+    let mut rows: HashMap<Table, u64> = HashMap::new();
+    let outcome = match outcome {
+        CommitOutcome::Committed { rows_replaced, .. } => {
+            for file in &files {
+                *rows.entry(file.path.table).or_default() += file.rows;
+            }
+            Outcome::Landed { rows_replaced }
+        }
+        CommitOutcome::Duplicate(existing) => {
+            remove_objects(lake, &files).await;
+            files.clear();
+            duplicates_skipped = 0;
+            Outcome::AlreadyIngested {
+                batch_id: existing.batch_id,
+            }
+        }
+    };
+    let mut rows: Vec<_> = rows.into_iter().collect();
+    rows.sort();
+    let rejections = if matches!(outcome, Outcome::Landed { .. }) {
+        rejections
+    } else {
+        vec![]
+    };
+    Ok(IngestReport {
+        batch_id,
+        source,
+        origin,
+        outcome,
+        records_read,
+        rows,
+        duplicates_skipped,
+        files_written: files.len(),
+        rejections,
+    })
+}
+
+/// The options that change what an input lands as: part of the content hash.
+fn options_fingerprint(options: &IngestOptions) -> String {
+    let ctx = &options.context;
+    format!(
+        "source={};cluster={:?};at={};tz={};date_format={:?}",
+        options.source,
+        ctx.cluster,
+        ctx.at.timestamp_micros(),
+        ctx.tz,
+        ctx.date_format
+    )
+}
+
+/// Decompresses gzip input transparently (by its magic bytes, not its file name).
+fn decode(reader: HashingReader, origin: &str) -> Result<Box<dyn BufRead + Send>, IngestError> {
+    let mut buffered = BufReader::with_capacity(1 << 20, reader);
+    let head = buffered.fill_buf().map_err(|source| IngestError::Read {
+        origin: origin.into(),
+        source,
+    })?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        Ok(Box::new(BufReader::with_capacity(
+            1 << 20,
+            flate2::bufread::MultiGzDecoder::new(buffered),
+        )))
+    } else {
+        Ok(Box::new(buffered))
+    }
+}
+
+/// Counts and hashes the raw bytes as the parser pulls them.
+struct HashingReader {
+    inner: Box<dyn Read + Send>,
+    hasher: Arc<std::sync::Mutex<Sha256>>,
+    progress: Option<Arc<AtomicU64>>,
+}
+
+impl HashingReader {
+    fn new(inner: Box<dyn Read + Send>, progress: Option<Arc<AtomicU64>>) -> Self {
+        Self {
+            inner,
+            hasher: Arc::new(std::sync::Mutex::new(Sha256::new())),
+            progress,
+        }
+    }
+}
+
+impl Read for HashingReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.lock().expect("hasher").update(&buf[..n]);
+        if let Some(progress) = &self.progress {
+            progress.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        Ok(n)
+    }
+}
+
+/// Sends batches to the async writer; keeps rejections (or stops at the first one when strict).
+struct ChannelSink {
+    sender: mpsc::Sender<(Table, RecordBatch)>,
+    rejections: Vec<Rejection>,
+    strict: bool,
+    origin: String,
+}
+
+impl Sink for ChannelSink {
+    fn accept(&mut self, table: Table, batch: RecordBatch) -> Result<(), IngestError> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.sender
+            .blocking_send((table, batch))
+            .map_err(|_| IngestError::Pipeline("the Parquet writer stopped".into()))
+    }
+
+    fn reject(&mut self, rejection: Rejection) -> Result<(), IngestError> {
+        if self.strict {
+            return Err(IngestError::Strict {
+                origin: self.origin.clone(),
+                line: rejection.line,
+                field: rejection.field,
+                reason: rejection.reason,
+            });
+        }
+        self.rejections.push(rejection);
+        Ok(())
+    }
+}
+
+/// Request ids already landed, loaded per day partition as batches touch it, so a gateway
+/// request delivered again in a later file is counted once.
+#[derive(Default)]
+struct KnownRequests {
+    loaded_days: HashSet<String>,
+    ids: HashSet<String>,
+}
+
+impl KnownRequests {
+    async fn drop_known(
+        &mut self,
+        lake: &Lake,
+        batch: RecordBatch,
+    ) -> Result<(RecordBatch, u64), IngestError> {
+        let times = batch
+            .column_by_name("ts")
+            .expect("token_usage.ts")
+            .as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+        let days: HashSet<String> = times
+            .iter()
+            .flatten()
+            .filter_map(DateTime::from_timestamp_micros)
+            .map(|t| t.format("%Y-%m-%d").to_string())
+            .collect();
+        let (from, to) = (
+            arrow::compute::min(times).unwrap_or(0),
+            arrow::compute::max(times).unwrap_or(0),
+        );
+        if days.iter().any(|d| !self.loaded_days.contains(d)) {
+            for file in lake
+                .catalog()
+                .active_files(Table::TokenUsage, Some(from), Some(to + 1))
+                .await?
+            {
+                if self.loaded_days.contains(&file.partition_date) {
+                    continue;
+                }
+                self.load_ids(lake, &file.path).await?;
+            }
+            self.loaded_days.extend(days);
+        }
+        let ids = batch
+            .column_by_name("request_id")
+            .expect("token_usage.request_id")
+            .as_string::<i32>();
+        let keep: BooleanArray = ids
+            .iter()
+            .map(|id| Some(id.is_none_or(|id| self.ids.insert(id.to_string()))))
+            .collect();
+        let skipped = keep.false_count() as u64;
+        if skipped == 0 {
+            return Ok((batch, 0));
+        }
+        Ok((arrow::compute::filter_record_batch(&batch, &keep)?, skipped))
+    }
+
+    async fn load_ids(&mut self, lake: &Lake, path: &str) -> Result<(), IngestError> {
+        let path = object_store::path::Path::from(path);
+        let object = lake
+            .store()
+            .get(&path)
+            .await
+            .map_err(gpuledger_lake::LakeError::from)?;
+        let bytes = object
+            .bytes()
+            .await
+            .map_err(gpuledger_lake::LakeError::from)?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .map_err(gpuledger_lake::LakeError::from)?;
+        let column = builder.schema().index_of("request_id")?;
+        let mask = ProjectionMask::roots(builder.parquet_schema(), [column]);
+        for batch in builder
+            .with_projection(mask)
+            .build()
+            .map_err(gpuledger_lake::LakeError::from)?
+        {
+            let batch = batch?;
+            self.ids.extend(
+                batch
+                    .column(0)
+                    .as_string::<i32>()
+                    .iter()
+                    .flatten()
+                    .map(str::to_string),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Best effort: objects of a batch that will never be committed are invisible anyway.
+async fn remove_objects(lake: &Lake, files: &[WrittenFile]) {
+    for file in files {
+        if let Err(error) = lake.store().delete(&file.path.to_path()).await {
+            tracing::warn!(path = %file.path.to_path(), %error, "could not remove an uncommitted object");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,85 @@
+//! What every source shares: stdin, gzip, time pruning, the system tables.
+
+use std::io::Write;
+
+use serde_json::json;
+
+use crate::support::{describe, ledgers};
+
+fn scrape(gpu_temp: u32, at_ms: i64) -> String {
+    format!("DCGM_FI_DEV_GPU_TEMP{{gpu=\"0\",UUID=\"GPU-1\",Hostname=\"n1\"}} {gpu_temp} {at_ms}\n")
+}
+
+#[test]
+fn stdin_and_gzip_land_and_queries_prune_files_by_time() {
+    for ledger in ledgers() {
+        // Day one from stdin, day two gzip-compressed from a file. 1_790_000_000_000 ms = 2026-09-21T14:13:20Z.
+        let day_ms = 86_400_000;
+        let out = ledger.run_with_stdin(
+            &["ingest", "dcgm", "-"],
+            scrape(40, 1_790_000_000_000).as_bytes(),
+        );
+        assert!(out.status.success(), "{}", describe(&out));
+        let gz = ledger.dir.path().join("day2.prom.gz");
+        let mut encoder = flate2::write::GzEncoder::new(
+            std::fs::File::create(&gz).unwrap(),
+            flate2::Compression::default(),
+        );
+        encoder
+            .write_all(scrape(50, 1_790_000_000_000 + day_ms).as_bytes())
+            .unwrap();
+        encoder.finish().unwrap();
+        ledger.ingest_ok("dcgm", &gz, &[]);
+
+        assert_eq!(
+            ledger.scalar("select cast(sum(gpu_temp_c) as bigint) from gpu_samples"),
+            90
+        );
+        let dates = ledger.sql(
+            "select partition_date from system.files where table_name = 'gpu_samples' order by 1",
+        );
+        assert_eq!(
+            dates,
+            [
+                json!({"partition_date": "2026-09-21"}),
+                json!({"partition_date": "2026-09-22"})
+            ]
+        );
+
+        // A filter on time reads only the second day's file: the catalog prunes before the scan.
+        let query =
+            "select gpu_temp_c from gpu_samples where ts >= timestamp '2026-09-22T00:00:00Z'";
+        assert_eq!(ledger.scalar(query), 50.0);
+        let plan = ledger.run(&["sql", &format!("explain {query}"), "--format", "csv"]);
+        let plan = String::from_utf8_lossy(&plan.stdout);
+        assert!(
+            plan.contains("date=2026-09-22") && !plan.contains("date=2026-09-21"),
+            "{plan}"
+        );
+
+        let batches = ledger.sql(
+            "select source, origin, rows_landed from system.ingest_batches order by committed_at",
+        );
+        assert_eq!(batches[0]["origin"], "-");
+        assert_eq!(batches[1]["rows_landed"], 1);
+    }
+}
+
+#[test]
+fn unknown_sources_and_missing_files_fail_clearly() {
+    let ledger = ledgers().remove(0);
+    let out = ledger.run(&["ingest", "nope", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown source 'nope'"),
+        "{}",
+        describe(&out)
+    );
+    let out = ledger.run(&["ingest", "focus", "/does/not/exist.csv"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("/does/not/exist.csv: cannot read input"),
+        "{}",
+        describe(&out)
+    );
+}

@@ -1,0 +1,138 @@
+//! Runs the binary against a throwaway lake, and reads query results back as JSON.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// A lake in a temporary directory with a given catalog.
+pub struct Ledger {
+    pub dir: tempfile::TempDir,
+    pub catalog: String,
+    pub backend: &'static str,
+}
+
+impl Ledger {
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("lake")
+    }
+
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gpuledger"));
+        command
+            .arg("--data")
+            .arg(self.data_dir())
+            .arg("--catalog")
+            .arg(&self.catalog);
+        command
+            .env_remove("GPULEDGER_DATA")
+            .env_remove("GPULEDGER_CATALOG");
+        command
+    }
+
+    /// Runs `gpuledger <args>` and returns its output, whatever the exit code.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command().args(args).output().expect("run gpuledger")
+    }
+
+    /// Runs `gpuledger <args>` with `stdin` as standard input.
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .command()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn gpuledger");
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// `gpuledger ingest <source> <path>`, which must succeed without rejections.
+    pub fn ingest_ok(&self, source: &str, path: &Path, extra: &[&str]) -> String {
+        let mut args = vec!["ingest", source, path.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = self.run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "[{}] ingest {source} {}: {}",
+            self.backend,
+            path.display(),
+            describe(&out)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Rows of a query as JSON objects.
+    pub fn sql(&self, query: &str) -> Vec<Value> {
+        let out = self.run(&["sql", query, "--format", "json"]);
+        assert!(
+            out.status.success(),
+            "[{}] sql {query}: {}",
+            self.backend,
+            describe(&out)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        match serde_json::from_str::<Value>(text.trim()) {
+            Ok(Value::Array(rows)) => rows,
+            _ if text.trim().is_empty() => vec![],
+            other => panic!("not a JSON array: {text} ({other:?})"),
+        }
+    }
+
+    /// The single value of a one-row, one-column query.
+    pub fn scalar(&self, query: &str) -> Value {
+        let rows = self.sql(query);
+        assert_eq!(rows.len(), 1, "[{}] {query} gave {rows:?}", self.backend);
+        let row = rows[0].as_object().unwrap();
+        assert_eq!(row.len(), 1, "{query} gave {row:?}");
+        row.values().next().unwrap().clone()
+    }
+}
+
+pub fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// One fresh lake per catalog backend.
+pub fn ledgers() -> Vec<Ledger> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let urls = runtime.block_on(gpuledger_lake::testing::catalog_urls(dir.path()));
+    urls.into_iter()
+        .map(|(backend, url)| {
+            let dir = tempfile::tempdir().unwrap();
+            // Each SQLite catalog lives in its own lake directory.
+            let catalog = if backend == "sqlite" {
+                format!(
+                    "sqlite://{}?mode=rwc",
+                    dir.path().join("catalog.db").display()
+                )
+            } else {
+                url
+            };
+            Ledger {
+                dir,
+                catalog,
+                backend,
+            }
+        })
+        .collect()
+}
+
+/// A real sample file under `../shared/data`, or `None` when the folder is absent (the test then
+/// says it skipped).
+pub fn shared(relative: &str) -> Option<PathBuf> {
+    gpuledger_ingest::testdata::shared_data(relative)
+}
