@@ -1,6 +1,7 @@
 //! What every source shares: stdin, gzip, time pruning, the system tables.
 
 use std::io::Write;
+use std::process::{Command, Stdio};
 
 use serde_json::json;
 
@@ -82,4 +83,75 @@ fn unknown_sources_and_missing_files_fail_clearly() {
         "{}",
         describe(&out)
     );
+}
+
+#[test]
+fn the_lake_can_live_behind_a_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lakes = vec![(format!("file://{}/lake", dir.path().display()), vec![])];
+    match std::env::var("GPULEDGER_TEST_S3") {
+        Ok(endpoint) => {
+            // A bucket of its own on the test command's S3-compatible server.
+            let bucket = format!("gpuledger-{}", std::process::id());
+            let out = Command::new("curl")
+                .args(["-fsS", "-X", "PUT", &format!("{endpoint}/{bucket}")])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "create bucket: {}", describe(&out));
+            let env = vec![
+                ("AWS_ENDPOINT", endpoint),
+                ("AWS_ALLOW_HTTP", "true".into()),
+                ("AWS_ACCESS_KEY_ID", "test".into()),
+                ("AWS_SECRET_ACCESS_KEY", "test".into()),
+                ("AWS_REGION", "us-east-1".into()),
+            ];
+            lakes.push((format!("s3://{bucket}/team-lake"), env));
+        }
+        Err(_) if std::env::var_os("CI").is_some() => {
+            panic!("CI must test an S3 lake: GPULEDGER_TEST_S3 is not set")
+        }
+        Err(_) => eprintln!("skipped: S3 lake (GPULEDGER_TEST_S3 not set)"),
+    }
+    for (i, (data, env)) in lakes.into_iter().enumerate() {
+        let catalog = format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join(format!("catalog-{i}.db")).display()
+        );
+        let run = |args: &[&str], stdin: &str| {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_gpuledger"));
+            command
+                .args(["--data", &data, "--catalog", &catalog])
+                .args(args)
+                .envs(env.iter().map(|(k, v)| (k, v)));
+            command
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut child = command.spawn().unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(stdin.as_bytes())
+                .unwrap();
+            child.wait_with_output().unwrap()
+        };
+        let out = run(&["ingest", "dcgm", "-"], &scrape(45, 1_790_000_000_000));
+        assert!(out.status.success(), "{data}: {}", describe(&out));
+        let out = run(
+            &[
+                "sql",
+                "select gpu_temp_c, node from gpu_samples",
+                "--format",
+                "csv",
+            ],
+            "",
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "gpu_temp_c,node\n45.0,n1\n",
+            "{data}: {}",
+            describe(&out)
+        );
+    }
 }

@@ -3,22 +3,33 @@
 //! label layout (Kubernetes mode: busy GPUs carry `container`/`namespace`/`pod`), scraped every
 //! 15 s and kept with per-sample timestamps as a scrape recorder writes them.
 //!
-//! `cargo bench -p gpuledger-ingest --bench dcgm_ingest` reports samples per second.
+//! `cargo bench -p gpuledger-ingest --bench dcgm_ingest` reports:
+//! - `parse`: the text parser alone, samples per second (criterion);
+//! - `day`: the end-to-end ingest of one day of that fleet (5,760 scrapes) through the real
+//!   pipeline into durable zstd Parquet with a SQLite catalog: samples per second, text parse
+//!   included, and Parquet bytes per sample. Each hour is generated in memory first, outside the
+//!   timing, and lands as one input (as hourly scrape files would). `GPULEDGER_BENCH_HOURS=N`
+//!   runs N hours instead of 24.
 
 use std::fmt::Write;
 use std::hint::black_box;
 
 use arrow::record_batch::RecordBatch;
 use chrono::{TimeZone, Utc};
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput};
 use gpuledger_ingest::dcgm;
+use gpuledger_ingest::pipeline::{IngestOptions, Input, Source, ingest};
 use gpuledger_ingest::{IngestError, ParseContext, Rejection, Sink};
 use gpuledger_lake::tables::Table;
+use gpuledger_lake::{Lake, LakeConfig};
 
 const NODES: usize = 125;
 const GPUS_PER_NODE: usize = 8;
 const SCRAPES: usize = 4;
 const SCRAPE_INTERVAL_MS: i64 = 15_000;
+const SCRAPES_PER_HOUR: usize = 240;
 /// 2026-01-01T10:00:00Z.
 const FIRST_SCRAPE_MS: i64 = 1_767_261_600_000;
 
@@ -284,15 +295,15 @@ fn fb_used(gpu: usize) -> f64 {
     }
 }
 
-/// `SCRAPES` consecutive full expositions (HELP/TYPE, then one line per GPU per metric) with
-/// per-sample millisecond timestamps, and the number of samples in them.
-fn synthetic_scrapes() -> (Vec<u8>, u64) {
+/// `count` consecutive full expositions from scrape number `first` (HELP/TYPE, then one line per
+/// GPU per metric) with per-sample millisecond timestamps, and the number of samples in them.
+fn synthetic_scrapes(first: usize, count: usize) -> (Vec<u8>, u64) {
     let labels: Vec<String> = (0..NODES)
         .flat_map(|node| (0..GPUS_PER_NODE).map(move |slot| labels(node, slot)))
         .collect();
     let mut text = String::new();
     let mut samples = 0;
-    for scrape in 0..SCRAPES {
+    for scrape in first..first + count {
         let ms = FIRST_SCRAPE_MS + scrape as i64 * SCRAPE_INTERVAL_MS;
         for (metric, &(name, kind, help, format)) in METRICS.iter().enumerate() {
             writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}").unwrap();
@@ -330,7 +341,7 @@ impl Sink for CountingSink {
 }
 
 fn parse_throughput(c: &mut Criterion) {
-    let (text, samples) = synthetic_scrapes();
+    let (text, samples) = synthetic_scrapes(0, SCRAPES);
     let ctx = ParseContext::new(
         "bench.prom",
         Utc.timestamp_millis_opt(FIRST_SCRAPE_MS).unwrap(),
@@ -350,5 +361,61 @@ fn parse_throughput(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, parse_throughput);
-criterion_main!(benches);
+/// One day of the fleet through `pipeline::ingest` into a fresh lake, hour by hour.
+fn day_end_to_end(hours: usize) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let lake = runtime
+        .block_on(Lake::open(&LakeConfig {
+            data: dir.path().display().to_string(),
+            catalog: None,
+        }))
+        .unwrap();
+    let (mut samples, mut text_bytes, mut elapsed) = (0u64, 0u64, Duration::ZERO);
+    for hour in 0..hours {
+        let (text, hour_samples) = synthetic_scrapes(hour * SCRAPES_PER_HOUR, SCRAPES_PER_HOUR);
+        text_bytes += text.len() as u64;
+        samples += hour_samples;
+        let input = Input::Bytes {
+            origin: format!("hour-{hour:02}.prom"),
+            bytes: text.into(),
+        };
+        let options = IngestOptions::new(Source::Dcgm, ParseContext::new("bench", Utc::now()));
+        let started = Instant::now();
+        let report = runtime.block_on(ingest(&lake, input, options)).unwrap();
+        elapsed += started.elapsed();
+        assert!(report.rejections.is_empty());
+        assert_eq!(
+            report.rows_landed(),
+            (NODES * GPUS_PER_NODE * SCRAPES_PER_HOUR) as u64
+        );
+    }
+    let files = runtime
+        .block_on(lake.catalog().active_files(Table::GpuSamples, None, None))
+        .unwrap();
+    let parquet_bytes: i64 = files.iter().map(|f| f.bytes).sum();
+    let rows: i64 = files.iter().map(|f| f.rows).sum();
+    let seconds = elapsed.as_secs_f64();
+    println!(
+        "dcgm_ingest/day: {hours} h of {} GPUs at 15 s: {samples} samples ({rows} wide rows, {:.2} GB of text) \
+         in {seconds:.1} s = {:.2} M samples/s end to end; {parquet_bytes} bytes of Parquet in {} files = \
+         {:.3} bytes per sample ({:.1} bytes of text per sample)",
+        NODES * GPUS_PER_NODE,
+        text_bytes as f64 / 1e9,
+        samples as f64 / seconds / 1e6,
+        files.len(),
+        parquet_bytes as f64 / samples as f64,
+        text_bytes as f64 / samples as f64,
+    );
+}
+
+fn main() {
+    let mut criterion = Criterion::default().configure_from_args();
+    parse_throughput(&mut criterion);
+    criterion.final_summary();
+    let hours = std::env::var("GPULEDGER_BENCH_HOURS")
+        .ok()
+        .and_then(|h| h.parse().ok())
+        .unwrap_or(24);
+    day_end_to_end(hours);
+}
