@@ -12,7 +12,7 @@ use crate::allocation::{
 use crate::amortize::UNATTRIBUTED;
 use crate::gpu_hours::{
     ClassifyConfig, GpuHour, GpuTimeline, Owner, PriceSegment, UsageSample, gpu_hours,
-    observed_hours,
+    observed_hours, union,
 };
 use crate::journal::{
     Balance, CostEntry, DailyBasis, SharedCostRule, SharedItem, amortize, by_day, consolidate,
@@ -130,55 +130,78 @@ pub struct LedgerOutput {
 
 type NodeKey = (String, String);
 
+/// Builds the whole window.
 pub fn build(inputs: &LedgerInputs) -> LedgerOutput {
-    let window = inputs.window;
+    rebuild(inputs, &[inputs.window], Vec::new())
+}
+
+/// Recomputes the GPU-hours of `hours` only (late data touched them), keeps the stored rows of
+/// the other hours as they are, and recomputes the window's journal and balance from all rows.
+pub fn rebuild(inputs: &LedgerInputs, hours: &[Span], kept: Vec<GpuHour>) -> LedgerOutput {
     let nodes: BTreeMap<NodeKey, &Node> = inputs
         .nodes
         .iter()
         .map(|n| ((n.cluster.clone(), n.node.clone()), n))
         .collect();
-    let node_gpus: HashMap<NodeKey, NodeGpus> = nodes
-        .iter()
-        .map(|(k, n)| {
-            (
-                k.clone(),
-                NodeGpus {
-                    gpu_count: n.gpu_count,
-                    gpu_model: n.gpu_model.clone(),
-                    replicas: n.gpu_replicas,
-                },
-            )
-        })
-        .collect();
-    let (allocations, mut warnings) =
-        build_allocations(&inputs.events, window, &node_gpus, &inputs.pod_gpus);
-    let team_of = |a: &Allocation| -> String {
-        match (&a.labels.team, &inputs.allowed_teams) {
-            (Some(team), Some(allowed)) if allowed.contains(team) => team.clone(),
-            (Some(team), None) => team.clone(),
-            _ => UNATTRIBUTED.to_string(),
-        }
-    };
+    let priced = price(inputs, &nodes);
+    let (allocations, mut rows, warnings) = gpu_hours_stage(inputs, &nodes, &priced, hours);
+    rows.extend(kept);
+    rows.sort_by(|a, b| {
+        (&a.cluster, &a.node, a.gpu_index, a.hour).cmp(&(&b.cluster, &b.node, b.gpu_index, b.hour))
+    });
+    let (cost_entries, balance) = journal_stage(inputs, &priced, &rows);
+    LedgerOutput {
+        allocations,
+        gpu_hours: rows,
+        cost_entries,
+        balance,
+        warnings,
+    }
+}
 
-    // Billing: node lines become GPU prices plus a shared remainder; other lines are shared.
-    let mut shared_items: Vec<SharedItem> = Vec::new();
-    let mut prices: HashMap<NodeKey, Vec<PriceSegment>> = HashMap::new();
-    let mut billed = 0.0;
+/// Billing and manual costs, split into GPU prices per node and shared items.
+struct Priced {
+    /// Billed GPU prices per node; nodes priced by the rate card have their one price here.
+    prices: HashMap<NodeKey, NodePrice>,
+    shared_items: Vec<SharedItem>,
+    billed: f64,
+    manual: f64,
+    warnings: Vec<Warning>,
+}
+
+enum NodePrice {
+    Billed(Vec<PriceSegment>),
+    RateCard(f64),
+}
+
+fn matches_node(line_resource: &str, node: &Node) -> bool {
+    node.resource_id
+        .as_deref()
+        .is_some_and(|r| !r.is_empty() && (line_resource == r || line_resource.ends_with(r)))
+}
+
+fn price(inputs: &LedgerInputs, nodes: &BTreeMap<NodeKey, &Node>) -> Priced {
+    let window = inputs.window;
+    let mut priced = Priced {
+        prices: HashMap::new(),
+        shared_items: Vec::new(),
+        billed: 0.0,
+        manual: 0.0,
+        warnings: Vec::new(),
+    };
+    let mut billed_segments: HashMap<NodeKey, Vec<PriceSegment>> = HashMap::new();
+    // Node lines become GPU prices plus the node's non-GPU remainder; other lines are shared.
     for line in &inputs.billing {
-        let in_window: f64 = by_day(line.effective_cost, line.charge_period, window)
+        priced.billed += by_day(line.effective_cost, line.charge_period, window)
             .iter()
             .map(|(_, a)| a)
-            .sum();
-        billed += in_window;
-        let node = line.resource_id.as_deref().and_then(|id| {
-            nodes.values().find(|n| {
-                n.resource_id
-                    .as_deref()
-                    .is_some_and(|r| !r.is_empty() && (id == r || id.ends_with(r)))
-            })
-        });
+            .sum::<f64>();
+        let node = line
+            .resource_id
+            .as_deref()
+            .and_then(|id| nodes.values().find(|n| matches_node(id, n)));
         let Some(node) = node else {
-            shared_items.push(SharedItem {
+            priced.shared_items.push(SharedItem {
                 period: line.charge_period,
                 amount: line.effective_cost,
                 source: "billing".into(),
@@ -195,7 +218,7 @@ pub fn build(inputs: &LedgerInputs) -> LedgerOutput {
         if let Some(price) = split.gpu_price {
             let span = price.span.intersect(&window);
             if !span.is_empty() {
-                prices
+                billed_segments
                     .entry((node.cluster.clone(), node.node.clone()))
                     .or_default()
                     .push(PriceSegment { span, ..price });
@@ -205,7 +228,7 @@ pub fn build(inputs: &LedgerInputs) -> LedgerOutput {
             let mut attributes = line.attributes.clone();
             attributes.insert("kind".into(), "node_overhead".into());
             attributes.insert("node".into(), node.node.clone());
-            shared_items.push(SharedItem {
+            priced.shared_items.push(SharedItem {
                 period: line.charge_period,
                 amount: split.shared,
                 source: "billing".into(),
@@ -213,9 +236,8 @@ pub fn build(inputs: &LedgerInputs) -> LedgerOutput {
             });
         }
     }
-    let mut manual = 0.0;
     for cost in &inputs.manual_costs {
-        manual += by_day(cost.amount, cost.period, window)
+        priced.manual += by_day(cost.amount, cost.period, window)
             .iter()
             .map(|(_, a)| a)
             .sum::<f64>();
@@ -227,36 +249,74 @@ pub fn build(inputs: &LedgerInputs) -> LedgerOutput {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        shared_items.push(SharedItem {
+        priced.shared_items.push(SharedItem {
             period: cost.period,
             amount: cost.amount,
             source: "manual".into(),
             attributes,
         });
     }
+    for (key, node) in nodes {
+        match billed_segments.remove(key) {
+            Some(segments) => {
+                priced.prices.insert(key.clone(), NodePrice::Billed(segments));
+            }
+            None => match rate_card_price(&inputs.rate_card, node) {
+                Some(rate) => {
+                    priced.prices.insert(key.clone(), NodePrice::RateCard(rate));
+                }
+                None => priced.warnings.push(Warning {
+                    ts: window.start,
+                    subject: format!("{}/{}", key.0, key.1),
+                    message: "no billing line and no rate-card price: its GPU time is counted at zero cost".into(),
+                }),
+            },
+        }
+    }
+    priced
+}
 
+fn gpu_hours_stage(
+    inputs: &LedgerInputs,
+    nodes: &BTreeMap<NodeKey, &Node>,
+    priced: &Priced,
+    hours: &[Span],
+) -> (Vec<Allocation>, Vec<GpuHour>, Vec<Warning>) {
+    let window = inputs.window;
+    let node_gpus: HashMap<NodeKey, NodeGpus> = nodes
+        .iter()
+        .map(|(k, n)| {
+            (
+                k.clone(),
+                NodeGpus {
+                    gpu_count: n.gpu_count,
+                    gpu_model: n.gpu_model.clone(),
+                    replicas: n.gpu_replicas,
+                },
+            )
+        })
+        .collect();
+    let (allocations, mut warnings) =
+        build_allocations(&inputs.events, window, &node_gpus, &inputs.pod_gpus);
+    warnings.extend(priced.warnings.iter().cloned());
+    let team_of = |a: &Allocation| -> String {
+        match (&a.labels.team, &inputs.allowed_teams) {
+            (Some(team), Some(allowed)) if allowed.contains(team) => team.clone(),
+            (Some(team), None) => team.clone(),
+            _ => UNATTRIBUTED.to_string(),
+        }
+    };
+    let within_hours = |span: Span| -> Vec<Span> {
+        hours
+            .iter()
+            .map(|h| span.intersect(h))
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
     let faults = fault_spans(&inputs.events, window);
     let mut rows: Vec<GpuHour> = Vec::new();
-    let mut rate_card_cost = 0.0;
-    let mut rate_card_nodes: BTreeSet<NodeKey> = BTreeSet::new();
-    for (key, node) in &nodes {
-        let billed_prices = prices.remove(key).unwrap_or_default();
-        let rate = billed_prices
-            .is_empty()
-            .then(|| rate_card_price(&inputs.rate_card, node))
-            .flatten();
-        if rate.is_some() {
-            rate_card_nodes.insert(key.clone());
-        }
-        if billed_prices.is_empty() && rate.is_none() {
-            warnings.push(Warning {
-                ts: window.start,
-                subject: format!("{}/{}", key.0, key.1),
-                message:
-                    "no billing line and no rate-card price: its GPU time is counted at zero cost"
-                        .into(),
-            });
-        }
+    for (key, node) in nodes {
+        let price = priced.prices.get(key);
         for gpu_index in 0..node.gpu_count {
             let telemetry = inputs
                 .telemetry
@@ -275,22 +335,22 @@ pub fn build(inputs: &LedgerInputs) -> LedgerOutput {
                             .flat_map(|a| [a.span.start, a.span.end - 1]),
                     ),
             );
-            let mut existence: Vec<Span> = billed_prices.iter().map(|p| p.span).collect();
-            existence.extend(
-                observed
-                    .iter()
-                    .map(|s| s.intersect(&window))
-                    .filter(|s| !s.is_empty()),
-            );
-            let gpu_prices = match rate {
-                Some(price_per_hour) => existence
-                    .iter()
-                    .map(|&span| PriceSegment {
+            let mut existence: Vec<Span> = match price {
+                Some(NodePrice::Billed(segments)) => segments.iter().map(|p| p.span).collect(),
+                _ => Vec::new(),
+            };
+            existence.extend(observed.iter().map(|s| s.intersect(&window)));
+            let existence: Vec<Span> = existence.into_iter().flat_map(within_hours).collect();
+            let prices = match price {
+                Some(NodePrice::Billed(segments)) => segments.clone(),
+                Some(NodePrice::RateCard(rate)) => union(&existence)
+                    .into_iter()
+                    .map(|span| PriceSegment {
                         span,
-                        price_per_hour,
+                        price_per_hour: *rate,
                     })
-                    .collect::<Vec<_>>(),
-                None => billed_prices.clone(),
+                    .collect(),
+                None => Vec::new(),
             };
             let timeline = GpuTimeline {
                 cluster: key.0.clone(),
@@ -312,38 +372,40 @@ pub fn build(inputs: &LedgerInputs) -> LedgerOutput {
                     .collect(),
                 faults: faults.get(key).cloned().unwrap_or_default(),
                 samples: telemetry.map(|t| t.samples.clone()).unwrap_or_default(),
-                prices: dedupe_rate_segments(gpu_prices, rate.is_some()),
+                prices,
             };
-            let gpu_rows = gpu_hours(&timeline, &inputs.config, |a| Owner {
+            rows.extend(gpu_hours(&timeline, &inputs.config, |a| Owner {
                 team: team_of(a),
                 namespace: a.namespace.clone(),
                 workload: a.workload.clone(),
-            });
-            if rate.is_some() {
-                rate_card_cost += gpu_rows.iter().map(|r| r.cost).sum::<f64>();
-            }
-            rows.extend(gpu_rows);
+            }));
         }
     }
-    for (key, _) in prices {
-        warnings.push(Warning {
-            ts: window.start,
-            subject: format!("{}/{}", key.0, key.1),
-            message: "billing matched a node that is not in the inventory".into(),
-        });
-    }
+    (allocations, rows, warnings)
+}
 
+fn journal_stage(
+    inputs: &LedgerInputs,
+    priced: &Priced,
+    rows: &[GpuHour],
+) -> (Vec<CostEntry>, Balance) {
     let mut entries = Vec::new();
     let mut basis = DailyBasis::default();
-    for row in &rows {
+    let mut rate_card_cost = 0.0;
+    for row in rows {
         let day = floor_day(row.hour);
-        let from_rate_card = rate_card_nodes.contains(&(row.cluster.clone(), row.node.clone()));
+        let from_rate_card = matches!(
+            priced.prices.get(&(row.cluster.clone(), row.node.clone())),
+            Some(NodePrice::RateCard(_))
+        );
+        if from_rate_card {
+            rate_card_cost += row.cost;
+        }
         let source = if from_rate_card {
             "rate_card"
         } else {
             "billing"
-        }
-        .to_string();
+        };
         let mut entry = |team: Option<String>, bucket: String, amount: f64| {
             if amount != 0.0 {
                 entries.push(CostEntry {
@@ -351,7 +413,7 @@ pub fn build(inputs: &LedgerInputs) -> LedgerOutput {
                     team,
                     bucket,
                     rule: None,
-                    source: source.clone(),
+                    source: source.to_string(),
                     amount,
                 });
             }
@@ -387,21 +449,20 @@ pub fn build(inputs: &LedgerInputs) -> LedgerOutput {
         }
     }
     basis.usage = inputs.usage.clone();
-    entries.extend(amortize(&shared_items, &inputs.rules, &basis, window));
+    entries.extend(amortize(
+        &priced.shared_items,
+        &inputs.rules,
+        &basis,
+        inputs.window,
+    ));
     let cost_entries = consolidate(entries);
     let balance = Balance {
-        billed,
-        manual,
+        billed: priced.billed,
+        manual: priced.manual,
         rate_card: rate_card_cost,
         accounted: cost_entries.iter().map(|e| e.amount).sum(),
     };
-    LedgerOutput {
-        allocations,
-        gpu_hours: rows,
-        cost_entries,
-        balance,
-        warnings,
-    }
+    (cost_entries, balance)
 }
 
 fn rate_card_price(rate_card: &[RateCardEntry], node: &Node) -> Option<f64> {
@@ -410,31 +471,6 @@ fn rate_card_price(rate_card: &[RateCardEntry], node: &Node) -> Option<f64> {
         .find(|r| r.gpu_model == node.gpu_model && r.capacity_type == node.capacity_type)
         .or_else(|| rate_card.iter().find(|r| r.gpu_model == node.gpu_model))
         .map(|r| r.price_per_gpu_hour)
-}
-
-/// Rate-card prices are laid over the GPU's existence, whose spans may overlap (billing and
-/// observation): keep each instant priced once.
-fn dedupe_rate_segments(segments: Vec<PriceSegment>, from_rate_card: bool) -> Vec<PriceSegment> {
-    if !from_rate_card || segments.is_empty() {
-        return segments;
-    }
-    let price = segments[0].price_per_hour;
-    let mut spans: Vec<Span> = segments.into_iter().map(|s| s.span).collect();
-    spans.sort();
-    let mut merged: Vec<Span> = Vec::new();
-    for span in spans {
-        match merged.last_mut() {
-            Some(last) if span.start <= last.end => last.end = last.end.max(span.end),
-            _ => merged.push(span),
-        }
-    }
-    merged
-        .into_iter()
-        .map(|span| PriceSegment {
-            span,
-            price_per_hour: price,
-        })
-        .collect()
 }
 
 /// Node faults from `node_down` … `node_up` events (open at the window's end when not back up).

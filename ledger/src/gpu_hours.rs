@@ -110,7 +110,12 @@ pub struct GpuHour {
     pub cost: f64,
     /// `cost` by idle class, exact even when the price changes inside the hour.
     pub class_costs: ClassCosts,
-    /// GPU-share-weighted sum of SM activity, and the seconds it covers (to average later).
+}
+
+/// A row being filled, with the running SM-activity integral that becomes its average.
+#[derive(Default)]
+struct RowBuilder {
+    row: GpuHour,
     sm_weighted: f64,
     sm_seconds: f64,
 }
@@ -169,7 +174,7 @@ pub fn gpu_hours(
     cuts.dedup();
 
     let owners: Vec<Owner> = timeline.allocations.iter().map(|a| owner_of(a)).collect();
-    let mut rows: BTreeMap<RowKey, GpuHour> = BTreeMap::new();
+    let mut rows: BTreeMap<RowKey, RowBuilder> = BTreeMap::new();
     let mut existence_cursor = 0;
     let mut sample_cursor = 0;
     for piece in cuts.windows(2).map(|w| Span::new(w[0], w[1])) {
@@ -211,7 +216,12 @@ pub fn gpu_hours(
         };
         for &i in &active {
             let held = seconds * timeline.allocations[i].share * scale;
-            let entry = row(&mut rows, timeline, hour, Some(owners[i].clone()), None);
+            let builder = row(&mut rows, timeline, hour, Some(owners[i].clone()), None);
+            if let Some(v) = sm_active {
+                builder.sm_weighted += v * held;
+                builder.sm_seconds += held;
+            }
+            let entry = &mut builder.row;
             entry.alloc_seconds += held;
             let cost = held * price / 3600.0;
             match sm_active {
@@ -223,10 +233,6 @@ pub fn gpu_hours(
                     entry.busy_seconds += held;
                     entry.class_costs.busy += cost;
                 }
-            }
-            if let Some(v) = sm_active {
-                entry.sm_weighted += v * held;
-                entry.sm_seconds += held;
             }
             entry.energy_wh += power.unwrap_or(0.0) * held / 3600.0;
             entry.cost += cost;
@@ -244,7 +250,7 @@ pub fn gpu_hours(
                     .map(|(_, r)| r.clone())
                     .min()
             };
-            let entry = row(&mut rows, timeline, hour, None, reason.clone());
+            let entry = &mut row(&mut rows, timeline, hour, None, reason.clone()).row;
             let cost = free * price / 3600.0;
             let (seconds, class_cost) = match (fault, reason) {
                 (true, _) => (&mut entry.fault_seconds, &mut entry.class_costs.fault),
@@ -261,9 +267,9 @@ pub fn gpu_hours(
         }
     }
     rows.into_values()
-        .map(|mut r| {
-            r.sm_active = (r.sm_seconds > 0.0).then(|| r.sm_weighted / r.sm_seconds);
-            r
+        .map(|b| GpuHour {
+            sm_active: (b.sm_seconds > 0.0).then(|| b.sm_weighted / b.sm_seconds),
+            ..b.row
         })
         .collect()
 }
@@ -272,27 +278,30 @@ type RowKey = (Micros, Option<Owner>, Option<String>);
 
 /// The row of an (hour, owner, reservation reason), created on first use.
 fn row<'r>(
-    rows: &'r mut BTreeMap<RowKey, GpuHour>,
+    rows: &'r mut BTreeMap<RowKey, RowBuilder>,
     timeline: &GpuTimeline<'_>,
     hour: Micros,
     owner: Option<Owner>,
     reason: Option<String>,
-) -> &'r mut GpuHour {
+) -> &'r mut RowBuilder {
     rows.entry((hour, owner.clone(), reason.clone()))
-        .or_insert_with(|| GpuHour {
-            hour,
-            cluster: timeline.cluster.clone(),
-            node: timeline.node.clone(),
-            gpu_index: timeline.gpu_index,
-            gpu_uuid: timeline.gpu_uuid.clone(),
-            owner,
-            reserved_reason: reason,
-            ..GpuHour::default()
+        .or_insert_with(|| RowBuilder {
+            row: GpuHour {
+                hour,
+                cluster: timeline.cluster.clone(),
+                node: timeline.node.clone(),
+                gpu_index: timeline.gpu_index,
+                gpu_uuid: timeline.gpu_uuid.clone(),
+                owner,
+                reserved_reason: reason,
+                ..GpuHour::default()
+            },
+            ..RowBuilder::default()
         })
 }
 
 /// Sorted, non-overlapping union of spans.
-fn union(spans: &[Span]) -> Vec<Span> {
+pub(crate) fn union(spans: &[Span]) -> Vec<Span> {
     let mut sorted: Vec<Span> = spans.iter().copied().filter(|s| !s.is_empty()).collect();
     sorted.sort();
     let mut merged: Vec<Span> = Vec::with_capacity(sorted.len());

@@ -245,3 +245,65 @@ fn idle_class_seconds_add_up_to_the_gpus_seconds() {
         .sum();
     assert!(close(n1_gpu0_busy, 4.0 * 3600.0));
 }
+
+#[test]
+fn late_telemetry_recomputes_only_the_hours_it_touches() {
+    let mut inputs = worked_example();
+    let before = build(&inputs);
+    // Late samples arrive for n1 GPU 1 (nlp's serving pod) showing it idle from 08:00 to 09:00.
+    // The last one (08:59:30) stands for two minutes, so hours 08 and 09 are touched.
+    inputs.telemetry.insert(
+        ("demo".into(), "n1".into(), 1),
+        GpuTelemetry {
+            gpu_uuid: Some("GPU-n1-1".into()),
+            samples: samples(8, 9, 0.0),
+        },
+    );
+    let touched = [Span::new(8 * H, 10 * H)];
+    let kept: Vec<GpuHour> = before
+        .gpu_hours
+        .iter()
+        .filter(|r| !touched[0].contains(r.hour))
+        .cloned()
+        .collect();
+    let after = rebuild(&inputs, &touched, kept);
+
+    let changed: Vec<_> = after
+        .gpu_hours
+        .iter()
+        .filter(|r| !before.gpu_hours.contains(r))
+        .collect();
+    assert_eq!(
+        changed
+            .iter()
+            .map(|r| (r.hour / H, r.allocated_idle_seconds))
+            .collect::<Vec<_>>(),
+        [(8, 3600.0), (9, 90.0)],
+    );
+    // 1 h + 90 s of nlp's 1.60/h move from direct to allocated idle: 1.60 + 0.04.
+    assert!(close(
+        total(&after.cost_entries, Some("nlp"), "direct"),
+        19.2 - 1.64
+    ));
+    assert!(close(
+        total(&after.cost_entries, Some("nlp"), "allocated_idle"),
+        1.64
+    ));
+    assert!(after.balance.balances() && close(after.balance.accounted, 118.2));
+    // Recomputing every hour gives the same ledger (but for the GPU's UUID, which the kept rows
+    // did not know yet) as recomputing the touched hours only.
+    let without_uuid = |rows: &[GpuHour]| -> Vec<GpuHour> {
+        rows.iter()
+            .map(|r| GpuHour {
+                gpu_uuid: None,
+                ..r.clone()
+            })
+            .collect()
+    };
+    let full = build(&inputs);
+    assert_eq!(
+        without_uuid(&full.gpu_hours),
+        without_uuid(&after.gpu_hours)
+    );
+    assert_eq!(full.cost_entries, after.cost_entries);
+}
