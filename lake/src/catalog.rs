@@ -87,6 +87,8 @@ pub struct FileEntry {
     pub bytes: i64,
     pub min_ts: i64,
     pub max_ts: i64,
+    /// When the file's batch was committed (microseconds).
+    pub created_at: i64,
     pub replaced_by: Option<String>,
 }
 
@@ -303,7 +305,7 @@ impl Catalog {
         to: Option<i64>,
     ) -> Result<Vec<FileEntry>> {
         let rows = sqlx::query(
-            "SELECT path, table_name, partition_date, batch_id, row_count, byte_count, min_ts, max_ts, replaced_by
+            "SELECT path, table_name, partition_date, batch_id, row_count, byte_count, min_ts, max_ts, created_at, replaced_by
              FROM files
              WHERE table_name = $1 AND replaced_by IS NULL AND max_ts >= $2 AND min_ts < $3
              ORDER BY partition_date, path",
@@ -319,12 +321,49 @@ impl Catalog {
     /// Every file, restated ones included (for `system.files`).
     pub async fn all_files(&self) -> Result<Vec<FileEntry>> {
         let rows = sqlx::query(
-            "SELECT path, table_name, partition_date, batch_id, row_count, byte_count, min_ts, max_ts, replaced_by
+            "SELECT path, table_name, partition_date, batch_id, row_count, byte_count, min_ts, max_ts, created_at, replaced_by
              FROM files ORDER BY table_name, partition_date, path",
         )
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(file_from_row).collect()
+    }
+
+    /// Files of `table` committed after `since` (microseconds), restated ones included: what
+    /// changed in the inputs since a ledger day was built.
+    pub async fn files_committed_since(&self, table: Table, since: i64) -> Result<Vec<FileEntry>> {
+        let rows = sqlx::query(
+            "SELECT path, table_name, partition_date, batch_id, row_count, byte_count, min_ts, max_ts, created_at, replaced_by
+             FROM files WHERE table_name = $1 AND created_at > $2 ORDER BY created_at",
+        )
+        .bind(table.name())
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(file_from_row).collect()
+    }
+
+    /// Built ledger days (`YYYY-MM-DD`) and when each was built.
+    pub async fn ledger_days(&self) -> Result<std::collections::BTreeMap<String, i64>> {
+        let rows = sqlx::query("SELECT day, built_at FROM ledger_days")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("day")?, r.try_get("built_at")?)))
+            .collect()
+    }
+
+    pub async fn record_ledger_day(&self, day: &str, built_at: i64, batch_id: &str) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO ledger_days (day, built_at, batch_id) VALUES ($1, $2, $3)
+             ON CONFLICT (day) DO UPDATE SET built_at = excluded.built_at, batch_id = excluded.batch_id",
+        )
+        .bind(day)
+        .bind(built_at)
+        .bind(batch_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     pub async fn batches(&self) -> Result<Vec<BatchRecord>> {
@@ -385,6 +424,7 @@ fn file_from_row(r: &sqlx::any::AnyRow) -> Result<FileEntry> {
         bytes: r.try_get("byte_count")?,
         min_ts: r.try_get("min_ts")?,
         max_ts: r.try_get("max_ts")?,
+        created_at: r.try_get("created_at")?,
         replaced_by: r.try_get("replaced_by")?,
     })
 }

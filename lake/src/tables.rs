@@ -38,16 +38,33 @@ pub enum Table {
     TokenUsage,
     /// Scheduler lifecycle events (canonical, Kubernetes, Kueue, Slurm).
     SchedulerEvents,
+    /// The ledger: one row per GPU, hour, owner (and reservation reason).
+    GpuHours,
+    /// The cost journal: every cent of a day in one (team, bucket, rule, source) line.
+    CostEntries,
+    /// Allocation intervals per GPU, clipped to the day they are booked in.
+    Allocations,
 }
 
 impl Table {
-    pub const ALL: [Table; 5] = [
+    pub const ALL: [Table; 8] = [
         Table::GpuSamples,
         Table::GpuSamplesExtra,
         Table::BillingLines,
         Table::TokenUsage,
         Table::SchedulerEvents,
+        Table::GpuHours,
+        Table::CostEntries,
+        Table::Allocations,
     ];
+
+    /// Tables the ledger derives from the landed ones. Each rebuild of a day restates that day.
+    pub fn is_derived(self) -> bool {
+        matches!(
+            self,
+            Table::GpuHours | Table::CostEntries | Table::Allocations
+        )
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -56,6 +73,9 @@ impl Table {
             Table::BillingLines => "billing_lines",
             Table::TokenUsage => "token_usage",
             Table::SchedulerEvents => "scheduler_events",
+            Table::GpuHours => "gpu_hours",
+            Table::CostEntries => "cost_entries",
+            Table::Allocations => "allocations",
         }
     }
 
@@ -66,6 +86,9 @@ impl Table {
             Table::BillingLines => BILLING_LINES.clone(),
             Table::TokenUsage => TOKEN_USAGE.clone(),
             Table::SchedulerEvents => SCHEDULER_EVENTS.clone(),
+            Table::GpuHours => GPU_HOURS.clone(),
+            Table::CostEntries => COST_ENTRIES.clone(),
+            Table::Allocations => ALLOCATIONS.clone(),
         }
     }
 
@@ -74,6 +97,9 @@ impl Table {
     pub fn time_column(self) -> &'static str {
         match self {
             Table::BillingLines => "charge_period_start",
+            Table::GpuHours => "hour",
+            Table::CostEntries => "day",
+            Table::Allocations => "start_time",
             _ => "ts",
         }
     }
@@ -87,11 +113,15 @@ impl Table {
             Table::BillingLines => &["billing_account_id", "resource_id", "charge_period_start"],
             Table::TokenUsage => &["model", "ts"],
             Table::SchedulerEvents => &["cluster", "node", "ts"],
+            Table::GpuHours => &["cluster", "node", "gpu_index", "hour"],
+            Table::CostEntries => &["day", "team", "bucket"],
+            Table::Allocations => &["cluster", "node", "gpu_index", "start_time"],
         }
     }
 
     /// Columns that define a unit of restatement. A new delivery of the same scope replaces the
     /// files of the earlier one instead of adding to them (providers restate billing periods).
+    /// Derived tables are restated by day instead (see [`Table::is_derived`]).
     pub fn scope_columns(self) -> &'static [&'static str] {
         match self {
             Table::BillingLines => &["billing_account_id", "billing_period_start"],
@@ -392,6 +422,86 @@ pub fn batch_with_columns(
     }
     arrow::record_batch::RecordBatch::try_new(schema, arrays)
 }
+
+static GPU_HOURS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let mut fields = vec![
+        Field::new("hour", timestamp(), false),
+        utf8("cluster"),
+        utf8("node"),
+        Field::new("gpu_index", DataType::Int32, false),
+        utf8("gpu_uuid"),
+        // The owner; NULL on the unallocated part of the GPU.
+        utf8("team"),
+        utf8("namespace"),
+        utf8("workload"),
+    ];
+    fields.extend(
+        [
+            "alloc_seconds",
+            "busy_seconds",
+            "allocated_idle_seconds",
+            "reserved_seconds",
+        ]
+        .map(f64_col),
+    );
+    fields.push(utf8("reserved_reason"));
+    fields.extend(
+        [
+            "unexplained_seconds",
+            "fault_seconds",
+            "sm_active",
+            "energy_wh",
+            "price_per_hour",
+            "cost",
+            "cost_busy",
+            "cost_allocated_idle",
+            "cost_reserved",
+            "cost_unexplained",
+            "cost_fault",
+        ]
+        .map(f64_col),
+    );
+    Arc::new(Schema::new(fields))
+});
+
+static COST_ENTRIES: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        Field::new("day", timestamp(), false),
+        utf8("team"),
+        Field::new("bucket", DataType::Utf8, false),
+        utf8("rule"),
+        Field::new("source", DataType::Utf8, false),
+        Field::new("amount", DataType::Float64, false),
+        utf8("currency"),
+    ]))
+});
+
+static ALLOCATIONS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        Field::new("start_time", timestamp(), false),
+        Field::new("end_time", timestamp(), false),
+        utf8("cluster"),
+        utf8("node"),
+        Field::new("gpu_index", DataType::Int32, false),
+        utf8("namespace"),
+        utf8("workload"),
+        utf8("pod"),
+        // The team that pays (`unattributed` when the label is missing or outside the policy) …
+        utf8("team"),
+        // … and the label as the scheduler wrote it.
+        utf8("team_label"),
+        utf8("environment"),
+        utf8("workload_type"),
+        utf8("model"),
+        utf8("cost_center"),
+        f64_col("share"),
+        f64_col("seconds"),
+        f64_col("gpu_hours"),
+        utf8("mig_profile"),
+        utf8("end_reason"),
+        utf8("gpu_source"),
+    ]))
+});
 
 #[cfg(test)]
 mod tests {

@@ -123,8 +123,19 @@ fn day_of(micros: i64) -> NaiveDate {
         .date_naive()
 }
 
-/// The scope of each row as text (`value|value`), or `None` for unscoped tables.
+/// The scope of each row as text (`value|value`; the day for derived tables), or `None` for
+/// unscoped tables.
 fn scope_keys(table: Table, batch: &RecordBatch) -> Result<Option<Vec<String>>> {
+    if table.is_derived() {
+        let times = time_column(table, batch)?;
+        return Ok(Some(
+            times
+                .values()
+                .iter()
+                .map(|t| day_of(*t).to_string())
+                .collect(),
+        ));
+    }
     if table.scope_columns().is_empty() {
         return Ok(None);
     }

@@ -145,6 +145,16 @@ pub enum GpuSource {
     Packed,
 }
 
+impl GpuSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GpuSource::Event => "event",
+            GpuSource::Telemetry => "telemetry",
+            GpuSource::Packed => "packed",
+        }
+    }
+}
+
 /// One workload's hold on one physical GPU over one interval.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Allocation {

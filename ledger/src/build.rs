@@ -130,6 +130,16 @@ pub struct LedgerOutput {
 
 type NodeKey = (String, String);
 
+/// The team that pays for an allocation: its `team` label when the policy allows it, else
+/// [`UNATTRIBUTED`] — never dropped.
+pub fn resolve_team(label: Option<&str>, allowed: Option<&BTreeSet<String>>) -> String {
+    match (label, allowed) {
+        (Some(team), Some(allowed)) if allowed.contains(team) => team.to_string(),
+        (Some(team), None) => team.to_string(),
+        _ => UNATTRIBUTED.to_string(),
+    }
+}
+
 /// Builds the whole window.
 pub fn build(inputs: &LedgerInputs) -> LedgerOutput {
     rebuild(inputs, &[inputs.window], Vec::new())
@@ -299,13 +309,8 @@ fn gpu_hours_stage(
     let (allocations, mut warnings) =
         build_allocations(&inputs.events, window, &node_gpus, &inputs.pod_gpus);
     warnings.extend(priced.warnings.iter().cloned());
-    let team_of = |a: &Allocation| -> String {
-        match (&a.labels.team, &inputs.allowed_teams) {
-            (Some(team), Some(allowed)) if allowed.contains(team) => team.clone(),
-            (Some(team), None) => team.clone(),
-            _ => UNATTRIBUTED.to_string(),
-        }
-    };
+    let team_of =
+        |a: &Allocation| resolve_team(a.labels.team.as_deref(), inputs.allowed_teams.as_ref());
     let within_hours = |span: Span| -> Vec<Span> {
         hours
             .iter()

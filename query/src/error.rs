@@ -9,6 +9,10 @@ pub enum QueryError {
 
     #[error(transparent)]
     Lake(#[from] gpuledger_lake::LakeError),
+
+    /// The ledger could not be built as asked.
+    #[error("ledger: {0}")]
+    Ledger(String),
 }
 
 /// Lake errors surface inside DataFusion plans as external errors.

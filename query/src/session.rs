@@ -13,6 +13,7 @@ use url::Url;
 use crate::error::QueryError;
 use crate::lake_table::LakeTable;
 use crate::system_tables::{SystemTable, SystemTableProvider};
+use crate::table_functions;
 
 /// The URL under which the lake's object store is registered with DataFusion.
 static LAKE_URL: LazyLock<Url> =
@@ -34,16 +35,21 @@ pub fn new_session(lake: &Lake) -> Result<SessionContext, QueryError> {
     ctx.register_object_store(&LAKE_URL, Arc::clone(lake.store()));
     let store_url = ObjectStoreUrl::parse(LAKE_URL.as_str())?;
 
+    let lake_table = |table: Table| -> Arc<LakeTable> {
+        Arc::new(LakeTable::new(
+            table,
+            lake.catalog().clone(),
+            store_url.clone(),
+        ))
+    };
     for table in Table::ALL {
-        ctx.register_table(
-            table.name(),
-            Arc::new(LakeTable::new(
-                table,
-                lake.catalog().clone(),
-                store_url.clone(),
-            )),
-        )?;
+        ctx.register_table(table.name(), lake_table(table))?;
     }
+    table_functions::register_all(
+        &ctx,
+        lake_table(Table::GpuHours),
+        lake_table(Table::CostEntries),
+    );
     let system = Arc::new(MemorySchemaProvider::new());
     for table in SystemTable::ALL {
         system.register_table(

@@ -1,0 +1,308 @@
+//! Reads one window's ledger inputs out of the lake with SQL, into the plain values of
+//! `gpuledger_ledger::build::LedgerInputs`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{Float64Type, Int32Type, TimestampMicrosecondType};
+use chrono::DateTime;
+use datafusion::prelude::SessionContext;
+use gpuledger_ledger::allocation::{Event, EventKind, Labels, PodGpus};
+use gpuledger_ledger::build::{BillingItem, GpuTelemetry};
+use gpuledger_ledger::gpu_hours::{ClassCosts, GpuHour, Owner, UsageSample};
+use gpuledger_ledger::time::{Micros, Span};
+
+use crate::error::QueryError;
+
+/// How far back to look for the start of an allocation still running in the window.
+pub const EVENT_LOOKBACK: Micros = 31 * 24 * 3_600_000_000;
+
+/// A SQL timestamp literal for a time in microseconds.
+pub fn ts_literal(micros: Micros) -> String {
+    let t = DateTime::from_timestamp_micros(micros).expect("time in range");
+    format!("TIMESTAMP '{}'", t.format("%Y-%m-%dT%H:%M:%S%.6fZ"))
+}
+
+async fn query(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>, QueryError> {
+    Ok(ctx.sql(sql).await?.collect().await?)
+}
+
+/// Typed access to a result column by name.
+struct Columns<'a>(&'a RecordBatch);
+
+impl<'a> Columns<'a> {
+    fn col(&self, name: &str) -> &'a ArrayRef {
+        self.0
+            .column_by_name(name)
+            .unwrap_or_else(|| panic!("query returns {name}"))
+    }
+    fn str(&self, name: &str, row: usize) -> Option<String> {
+        let c = self.col(name).as_string::<i32>();
+        c.is_valid(row).then(|| c.value(row).to_string())
+    }
+    fn f64(&self, name: &str, row: usize) -> Option<f64> {
+        let c = self.col(name).as_primitive::<Float64Type>();
+        c.is_valid(row).then(|| c.value(row))
+    }
+    fn i32(&self, name: &str, row: usize) -> Option<i32> {
+        let c = self.col(name).as_primitive::<Int32Type>();
+        c.is_valid(row).then(|| c.value(row))
+    }
+    fn ts(&self, name: &str, row: usize) -> Option<Micros> {
+        let c = self.col(name).as_primitive::<TimestampMicrosecondType>();
+        c.is_valid(row).then(|| c.value(row))
+    }
+}
+
+pub async fn events(ctx: &SessionContext, window: Span) -> Result<Vec<Event>, QueryError> {
+    let sql = format!(
+        "SELECT ts, event, cluster, node, namespace, workload, pod, gpus, gpu_indices, mig_profile, gpu_fraction, reason,
+                team, environment, workload_type, model, cost_center
+         FROM scheduler_events WHERE ts >= {} AND ts < {}",
+        ts_literal(window.start - EVENT_LOOKBACK),
+        ts_literal(window.end)
+    );
+    let mut events = Vec::new();
+    for batch in query(ctx, &sql).await? {
+        let c = Columns(&batch);
+        let indices = c.col("gpu_indices").as_list::<i32>();
+        for row in 0..batch.num_rows() {
+            let gpu_indices = if indices.is_valid(row) {
+                indices
+                    .value(row)
+                    .as_primitive::<Int32Type>()
+                    .iter()
+                    .flatten()
+                    .map(|i| i as u32)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            events.push(Event {
+                ts: c.ts("ts", row).expect("ts is not null"),
+                kind: c.str("event", row).and_then(|e| EventKind::parse(&e)),
+                cluster: c.str("cluster", row).unwrap_or_default(),
+                node: c.str("node", row),
+                namespace: c.str("namespace", row),
+                workload: c.str("workload", row),
+                pod: c.str("pod", row),
+                gpus: c.f64("gpus", row),
+                gpu_indices,
+                mig_profile: c.str("mig_profile", row),
+                gpu_fraction: c.f64("gpu_fraction", row),
+                reason: c.str("reason", row),
+                labels: Labels {
+                    team: c.str("team", row),
+                    environment: c.str("environment", row),
+                    workload_type: c.str("workload_type", row),
+                    model: c.str("model", row),
+                    cost_center: c.str("cost_center", row),
+                },
+            });
+        }
+    }
+    Ok(events)
+}
+
+/// Per GPU: SM activity (`sm_active`, else `gr_engine_active`, else `gpu_util`/100, averaged
+/// over the rows of one scrape — MIG instances and per-pod series of a shared GPU), and power.
+/// Also which GPUs dcgm-exporter saw each pod on.
+pub async fn telemetry(
+    ctx: &SessionContext,
+    window: Span,
+    max_sample_gap: Micros,
+) -> Result<(HashMap<(String, String, u32), GpuTelemetry>, PodGpus), QueryError> {
+    let range = format!(
+        "ts >= {} AND ts < {} AND node IS NOT NULL AND gpu_index IS NOT NULL",
+        ts_literal(window.start - max_sample_gap),
+        ts_literal(window.end)
+    );
+    let sql = format!(
+        "SELECT cluster, node, gpu_index, max(gpu_uuid) AS gpu_uuid, ts,
+                avg(coalesce(sm_active, gr_engine_active, gpu_util / 100.0)) AS sm, max(power_w) AS power_w
+         FROM gpu_samples WHERE {range}
+         GROUP BY cluster, node, gpu_index, ts ORDER BY cluster, node, gpu_index, ts"
+    );
+    let mut telemetry: HashMap<(String, String, u32), GpuTelemetry> = HashMap::new();
+    for batch in query(ctx, &sql).await? {
+        let c = Columns(&batch);
+        for row in 0..batch.num_rows() {
+            let key = (
+                c.str("cluster", row).unwrap_or_default(),
+                c.str("node", row).expect("filtered"),
+                c.i32("gpu_index", row).expect("filtered") as u32,
+            );
+            let entry = telemetry.entry(key).or_default();
+            if entry.gpu_uuid.is_none() {
+                entry.gpu_uuid = c.str("gpu_uuid", row);
+            }
+            entry.samples.push(UsageSample {
+                ts: c.ts("ts", row).expect("ts is not null"),
+                sm_active: c.f64("sm", row),
+                power_w: c.f64("power_w", row),
+            });
+        }
+    }
+    let sql = format!(
+        "SELECT DISTINCT cluster, node, namespace, pod, gpu_index FROM gpu_samples
+         WHERE {range} AND namespace IS NOT NULL AND pod IS NOT NULL"
+    );
+    let mut pod_gpus = PodGpus::new();
+    for batch in query(ctx, &sql).await? {
+        let c = Columns(&batch);
+        for row in 0..batch.num_rows() {
+            let key = (
+                c.str("cluster", row).unwrap_or_default(),
+                c.str("node", row).expect("filtered"),
+                c.str("namespace", row).expect("filtered"),
+                c.str("pod", row).expect("filtered"),
+            );
+            let gpus = pod_gpus.entry(key).or_default();
+            let gpu = c.i32("gpu_index", row).expect("filtered") as u32;
+            if !gpus.contains(&gpu) {
+                gpus.push(gpu);
+                gpus.sort_unstable();
+            }
+        }
+    }
+    Ok((telemetry, pod_gpus))
+}
+
+/// Billing lines whose charge period overlaps the window, with the FOCUS columns and tags that
+/// shared-cost rules match on.
+pub async fn billing(ctx: &SessionContext, window: Span) -> Result<Vec<BillingItem>, QueryError> {
+    const RULE_COLUMNS: [&str; 10] = [
+        "service_category",
+        "service_subcategory",
+        "service_name",
+        "charge_category",
+        "provider_name",
+        "sub_account_id",
+        "sub_account_name",
+        "region_id",
+        "sku_id",
+        "resource_type",
+    ];
+    let sql = format!(
+        "SELECT charge_period_start, coalesce(charge_period_end, charge_period_start) AS charge_period_end,
+                CAST(effective_cost AS DOUBLE) AS effective_cost, resource_id, tags, {}
+         FROM billing_lines
+         WHERE charge_period_start < {} AND coalesce(charge_period_end, charge_period_start) >= {}",
+        RULE_COLUMNS.join(", "),
+        ts_literal(window.end),
+        ts_literal(window.start)
+    );
+    let mut lines = Vec::new();
+    for batch in query(ctx, &sql).await? {
+        let c = Columns(&batch);
+        for row in 0..batch.num_rows() {
+            let mut attributes: BTreeMap<String, String> = RULE_COLUMNS
+                .iter()
+                .filter_map(|name| c.str(name, row).map(|v| (name.to_string(), v)))
+                .collect();
+            if let Some(resource) = c.str("resource_id", row) {
+                attributes.insert("resource_id".into(), resource);
+            }
+            if let Some(serde_json::Value::Object(tags)) = c
+                .str("tags", row)
+                .and_then(|t| serde_json::from_str(&t).ok())
+            {
+                for (key, value) in tags {
+                    let value = match value {
+                        serde_json::Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    attributes.insert(format!("tags.{}", key.trim()), value);
+                }
+            }
+            lines.push(BillingItem {
+                charge_period: Span::new(
+                    c.ts("charge_period_start", row).expect("not null"),
+                    c.ts("charge_period_end", row).expect("coalesced"),
+                ),
+                effective_cost: c.f64("effective_cost", row).unwrap_or(0.0),
+                resource_id: c.str("resource_id", row),
+                attributes,
+            });
+        }
+    }
+    Ok(lines)
+}
+
+/// Usage measures for `usage` rules, per day and team: `requests` and `tokens` from the gateway.
+pub async fn usage(
+    ctx: &SessionContext,
+    window: Span,
+) -> Result<BTreeMap<String, BTreeMap<(Micros, String), f64>>, QueryError> {
+    let sql = format!(
+        "SELECT date_trunc('day', ts) AS day, team, CAST(count(*) AS DOUBLE) AS requests,
+                CAST(sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)) AS DOUBLE) AS tokens
+         FROM token_usage WHERE ts >= {} AND ts < {} AND team IS NOT NULL GROUP BY 1, 2",
+        ts_literal(window.start),
+        ts_literal(window.end)
+    );
+    let mut usage: BTreeMap<String, BTreeMap<(Micros, String), f64>> = BTreeMap::new();
+    for batch in query(ctx, &sql).await? {
+        let c = Columns(&batch);
+        for row in 0..batch.num_rows() {
+            let day = c.ts("day", row).expect("not null");
+            let team = c.str("team", row).expect("filtered");
+            for measure in ["requests", "tokens"] {
+                usage
+                    .entry(measure.into())
+                    .or_default()
+                    .insert((day, team.clone()), c.f64(measure, row).unwrap_or(0.0));
+            }
+        }
+    }
+    Ok(usage)
+}
+
+/// The stored `gpu_hours` rows of a window (kept when only some hours are recomputed).
+pub async fn stored_gpu_hours(
+    ctx: &SessionContext,
+    window: Span,
+) -> Result<Vec<GpuHour>, QueryError> {
+    let sql = format!(
+        "SELECT * FROM gpu_hours WHERE hour >= {} AND hour < {}",
+        ts_literal(window.start),
+        ts_literal(window.end)
+    );
+    let mut rows = Vec::new();
+    for batch in query(ctx, &sql).await? {
+        let c = Columns(&batch);
+        let f = |name: &str, row: usize| c.f64(name, row).unwrap_or(0.0);
+        for row in 0..batch.num_rows() {
+            rows.push(GpuHour {
+                hour: c.ts("hour", row).expect("not null"),
+                cluster: c.str("cluster", row).unwrap_or_default(),
+                node: c.str("node", row).unwrap_or_default(),
+                gpu_index: c.i32("gpu_index", row).expect("not null") as u32,
+                gpu_uuid: c.str("gpu_uuid", row),
+                owner: c.str("team", row).map(|team| Owner {
+                    team,
+                    namespace: c.str("namespace", row),
+                    workload: c.str("workload", row),
+                }),
+                alloc_seconds: f("alloc_seconds", row),
+                busy_seconds: f("busy_seconds", row),
+                allocated_idle_seconds: f("allocated_idle_seconds", row),
+                reserved_seconds: f("reserved_seconds", row),
+                reserved_reason: c.str("reserved_reason", row),
+                unexplained_seconds: f("unexplained_seconds", row),
+                fault_seconds: f("fault_seconds", row),
+                sm_active: c.f64("sm_active", row),
+                energy_wh: f("energy_wh", row),
+                cost: f("cost", row),
+                class_costs: ClassCosts {
+                    busy: f("cost_busy", row),
+                    allocated_idle: f("cost_allocated_idle", row),
+                    reserved: f("cost_reserved", row),
+                    unexplained: f("cost_unexplained", row),
+                    fault: f("cost_fault", row),
+                },
+            });
+        }
+    }
+    Ok(rows)
+}

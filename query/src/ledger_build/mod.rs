@@ -1,0 +1,368 @@
+//! Keeps the ledger in the lake up to date: `gpu_hours`, `cost_entries` and `allocations` are
+//! built per UTC day from the landed tables and the declared catalog objects, and written back
+//! as Parquet (restating the day's earlier build), so any engine reads the same numbers.
+//!
+//! Incremental: a built day remembers when it read its inputs. Input files committed after that
+//! make the hours they touch dirty — telemetry its own hours plus the time its last sample
+//! stands for; scheduler events everything after them (a late stop ends an allocation early);
+//! billing the whole days it covers — and only those hours are recomputed. The day's journal
+//! and balance are then recomputed from the stored and the new rows.
+
+mod inputs;
+mod outputs;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use datafusion::prelude::SessionContext;
+use gpuledger_lake::Lake;
+use gpuledger_lake::catalog::{CommitOutcome, NewBatch};
+use gpuledger_lake::tables::Table;
+use gpuledger_lake::writer::TableWriter;
+use gpuledger_ledger::build::{
+    LedgerInputs, ManualCost, Node, RateCardEntry, Reservation, rebuild, resolve_team,
+};
+use gpuledger_ledger::gpu_hours::ClassifyConfig;
+use gpuledger_ledger::journal::{Balance, SharedCostRule, by_day};
+use gpuledger_ledger::time::{
+    MICROS_PER_DAY, MICROS_PER_HOUR, Micros, Span, floor_day, floor_hour,
+};
+
+pub use inputs::ts_literal;
+
+use crate::error::QueryError;
+use crate::session::new_session;
+
+/// What the catalog declares for the ledger (`gpuledger apply`).
+#[derive(Debug, Clone, Default)]
+pub struct Declared {
+    pub nodes: Vec<Node>,
+    pub reservations: Vec<Reservation>,
+    pub rules: Vec<SharedCostRule>,
+    pub rate_card: Vec<RateCardEntry>,
+    pub manual_costs: Vec<ManualCost>,
+    pub allowed_teams: Option<BTreeSet<String>>,
+    /// The latest change to any of them (microseconds): a built day older than this is rebuilt.
+    pub changed_at: Micros,
+}
+
+/// What one `ledger build` did to one day.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DayReport {
+    pub day: NaiveDate,
+    /// Hours recomputed (24 for a day built for the first time).
+    pub hours: usize,
+    pub gpu_hour_rows: usize,
+    pub balance: Balance,
+    pub warnings: Vec<String>,
+}
+
+/// The currency of the ledger's own tables: that of the billing lines.
+const CURRENCY: &str = "USD";
+
+/// Brings every day in `[from, to]` up to date; returns what was rebuilt.
+pub async fn build_ledger(
+    lake: &Lake,
+    declared: &Declared,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> Result<Vec<DayReport>, QueryError> {
+    let ctx = new_session(lake)?;
+    let built = lake.catalog().ledger_days().await?;
+    let config = ClassifyConfig::default();
+    let mut reports = Vec::new();
+    let mut day = from;
+    while day <= to {
+        let window = day_span(day);
+        let dirty = match built.get(&day.to_string()) {
+            Some(&built_at) if built_at >= declared.changed_at => {
+                dirty_hours(lake, window, built_at, config.max_sample_gap).await?
+            }
+            _ => vec![window],
+        };
+        if !dirty.is_empty() {
+            reports.push(build_day(lake, &ctx, declared, window, &dirty, &config).await?);
+        }
+        day = day.succ_opt().expect("date in range");
+    }
+    Ok(reports)
+}
+
+/// The days that have any landed input: the default range of `ledger build`.
+pub async fn input_days(lake: &Lake) -> Result<Option<(NaiveDate, NaiveDate)>, QueryError> {
+    let mut range: Option<(Micros, Micros)> = None;
+    for table in [
+        Table::GpuSamples,
+        Table::SchedulerEvents,
+        Table::BillingLines,
+    ] {
+        for file in lake.catalog().active_files(table, None, None).await? {
+            range = Some(match range {
+                None => (file.min_ts, file.max_ts),
+                Some((lo, hi)) => (lo.min(file.min_ts), hi.max(file.max_ts)),
+            });
+        }
+    }
+    Ok(range.map(|(lo, hi)| (date_of(lo), date_of(hi))))
+}
+
+fn date_of(t: Micros) -> NaiveDate {
+    DateTime::<Utc>::from_timestamp_micros(t)
+        .expect("time in range")
+        .date_naive()
+}
+
+pub fn day_span(day: NaiveDate) -> Span {
+    let start = day
+        .and_hms_opt(0, 0, 0)
+        .expect("midnight")
+        .and_utc()
+        .timestamp_micros();
+    Span::new(start, start + MICROS_PER_DAY)
+}
+
+/// Whole hours of `window` touched by inputs committed after `built_at`.
+async fn dirty_hours(
+    lake: &Lake,
+    window: Span,
+    built_at: Micros,
+    max_sample_gap: Micros,
+) -> Result<Vec<Span>, QueryError> {
+    let catalog = lake.catalog();
+    let mut touched: Vec<Span> = Vec::new();
+    for file in catalog
+        .files_committed_since(Table::GpuSamples, built_at)
+        .await?
+    {
+        touched.push(Span::new(file.min_ts, file.max_ts + max_sample_gap));
+    }
+    for file in catalog
+        .files_committed_since(Table::SchedulerEvents, built_at)
+        .await?
+    {
+        touched.push(Span::new(file.min_ts, window.end));
+    }
+    for file in catalog
+        .files_committed_since(Table::BillingLines, built_at)
+        .await?
+    {
+        // The manifest knows when lines start, not when they end: restate from their first day on.
+        touched.push(Span::new(floor_day(file.min_ts), window.end));
+    }
+    let mut hours: BTreeSet<Micros> = BTreeSet::new();
+    for span in touched
+        .iter()
+        .map(|s| s.intersect(&window))
+        .filter(|s| !s.is_empty())
+    {
+        let mut hour = floor_hour(span.start);
+        while hour < span.end {
+            hours.insert(hour);
+            hour += MICROS_PER_HOUR;
+        }
+    }
+    Ok(hours
+        .into_iter()
+        .map(|h| Span::new(h, h + MICROS_PER_HOUR))
+        .collect())
+}
+
+async fn build_day(
+    lake: &Lake,
+    ctx: &SessionContext,
+    declared: &Declared,
+    window: Span,
+    dirty: &[Span],
+    config: &ClassifyConfig,
+) -> Result<DayReport, QueryError> {
+    let started_at = Utc::now().timestamp_micros();
+    let (telemetry, pod_gpus) = inputs::telemetry(ctx, window, config.max_sample_gap).await?;
+    let events = inputs::events(ctx, window).await?;
+    let mut inputs = LedgerInputs {
+        window,
+        nodes: declared.nodes.clone(),
+        events,
+        telemetry,
+        pod_gpus,
+        reservations: declared.reservations.clone(),
+        billing: inputs::billing(ctx, window).await?,
+        manual_costs: declared.manual_costs.clone(),
+        rules: declared.rules.clone(),
+        rate_card: declared.rate_card.clone(),
+        allowed_teams: declared.allowed_teams.clone(),
+        usage: inputs::usage(ctx, window).await?,
+        config: *config,
+    };
+    add_undeclared_nodes(&mut inputs);
+    let whole_day = dirty == [window];
+    let kept = if whole_day {
+        Vec::new()
+    } else {
+        inputs::stored_gpu_hours(ctx, window)
+            .await?
+            .into_iter()
+            .filter(|r| !dirty.iter().any(|d| d.contains(r.hour)))
+            .collect()
+    };
+    let out = rebuild(&inputs, dirty, kept);
+
+    let batch_id = format!("ledger-{}-{}", date_of(window.start), &uuid_suffix());
+    let mut writer = TableWriter::new(Arc::clone(lake.store()), batch_id.clone());
+    let mut files = Vec::new();
+    let allowed = inputs.allowed_teams.as_ref();
+    files.extend(
+        writer
+            .write(Table::GpuHours, &outputs::gpu_hours_batch(&out.gpu_hours))
+            .await?,
+    );
+    files.extend(
+        writer
+            .write(
+                Table::CostEntries,
+                &outputs::cost_entries_batch(&out.cost_entries, CURRENCY),
+            )
+            .await?,
+    );
+    let allocations = outputs::allocations_batch(&out.allocations, window, |a| {
+        resolve_team(a.labels.team.as_deref(), allowed)
+    });
+    files.extend(writer.write(Table::Allocations, &allocations).await?);
+    let batch = NewBatch {
+        batch_id: batch_id.clone(),
+        source: "ledger".into(),
+        origin: format!("ledger build {}", date_of(window.start)),
+        content_hash: batch_id.clone(),
+        idempotency_key: None,
+        records_read: out.gpu_hours.len() as u64,
+        started_at,
+    };
+    if let CommitOutcome::Duplicate(existing) =
+        lake.catalog().commit_batch(&batch, &files, &[]).await?
+    {
+        return Err(QueryError::Ledger(format!(
+            "ledger batch {} collides with {}",
+            batch_id, existing.batch_id
+        )));
+    }
+    lake.catalog()
+        .record_ledger_day(&date_of(window.start).to_string(), started_at, &batch_id)
+        .await?;
+    Ok(DayReport {
+        day: date_of(window.start),
+        hours: dirty.len().min(24),
+        gpu_hour_rows: out.gpu_hours.len(),
+        balance: out.balance,
+        warnings: out
+            .warnings
+            .iter()
+            .map(|w| format!("{}: {}", w.subject, w.message))
+            .collect(),
+    })
+}
+
+fn uuid_suffix() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
+}
+
+/// Nodes the catalog does not declare come from `node_up` events, else from telemetry (GPU
+/// count = GPUs seen, on demand, priced by the rate card): a node is never silently ignored.
+fn add_undeclared_nodes(inputs: &mut LedgerInputs) {
+    let mut known: BTreeSet<(String, String)> = inputs
+        .nodes
+        .iter()
+        .map(|n| (n.cluster.clone(), n.node.clone()))
+        .collect();
+    let mut discovered: BTreeMap<(String, String), Node> = BTreeMap::new();
+    for event in &inputs.events {
+        if let (Some(gpuledger_ledger::allocation::EventKind::NodeUp), Some(node)) =
+            (event.kind, &event.node)
+        {
+            let key = (event.cluster.clone(), node.clone());
+            if !known.contains(&key) {
+                discovered.insert(
+                    key,
+                    undeclared_node(&event.cluster, node, event.gpus.unwrap_or(0.0) as u32),
+                );
+            }
+        }
+    }
+    known.extend(discovered.keys().cloned());
+    for (cluster, node, gpu) in inputs.telemetry.keys() {
+        let key = (cluster.clone(), node.clone());
+        if !known.contains(&key) {
+            let entry = discovered
+                .entry(key)
+                .or_insert_with(|| undeclared_node(cluster, node, 0));
+            entry.gpu_count = entry.gpu_count.max(gpu + 1);
+        }
+    }
+    inputs.nodes.extend(discovered.into_values());
+}
+
+fn undeclared_node(cluster: &str, node: &str, gpu_count: u32) -> Node {
+    Node {
+        cluster: cluster.into(),
+        node: node.into(),
+        resource_id: None,
+        gpu_count,
+        gpu_model: String::new(),
+        capacity_type: "on_demand".into(),
+        gpu_cost_share: 1.0,
+        gpu_replicas: 1,
+    }
+}
+
+/// Both sides of the ledger over `[from, to)`, from the stored journal and the billing lines.
+pub async fn balance(
+    lake: &Lake,
+    declared: &Declared,
+    window: Span,
+) -> Result<Balance, QueryError> {
+    let ctx = new_session(lake)?;
+    let billed: f64 = inputs::billing(&ctx, window)
+        .await?
+        .iter()
+        .map(|l| {
+            by_day(l.effective_cost, l.charge_period, window)
+                .iter()
+                .map(|(_, a)| a)
+                .sum::<f64>()
+        })
+        .sum();
+    let manual: f64 = declared
+        .manual_costs
+        .iter()
+        .map(|m| {
+            by_day(m.amount, m.period, window)
+                .iter()
+                .map(|(_, a)| a)
+                .sum::<f64>()
+        })
+        .sum();
+    let sums = ctx
+        .sql(&format!(
+            "SELECT coalesce(sum(amount), 0) AS accounted,
+                    coalesce(sum(CASE WHEN source = 'rate_card' THEN amount END), 0) AS rate_card
+             FROM cost_entries WHERE day >= {} AND day < {}",
+            ts_literal(window.start),
+            ts_literal(window.end)
+        ))
+        .await?
+        .collect()
+        .await?;
+    use arrow::array::AsArray;
+    let value = |name: &str| {
+        sums[0]
+            .column_by_name(name)
+            .expect("column")
+            .as_primitive::<arrow::datatypes::Float64Type>()
+            .value(0)
+    };
+    Ok(Balance {
+        billed,
+        manual,
+        rate_card: value("rate_card"),
+        accounted: value("accounted"),
+    })
+}

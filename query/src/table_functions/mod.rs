@@ -1,0 +1,70 @@
+//! Table functions over the ledger for arbitrary windows, each in its own module:
+//! `team_costs(from, to)` and `idle_summary(from, to)`. `from` is inclusive and `to` exclusive;
+//! both take a date (`'2026-11-02'`), a timestamp or a timestamp string.
+
+mod idle_summary;
+mod team_costs;
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, TimeUnit};
+use datafusion::catalog::TableFunctionArgs;
+use datafusion::common::{Result as DfResult, ScalarValue, plan_err};
+use datafusion::datasource::{TableProvider, provider_as_source};
+use datafusion::logical_expr::{Expr, LogicalPlanBuilder, col, lit};
+use datafusion::prelude::SessionContext;
+
+pub use idle_summary::IdleSummary;
+pub use team_costs::TeamCosts;
+
+/// Registers every table function of this module, reading the given ledger tables.
+pub fn register_all(
+    ctx: &SessionContext,
+    gpu_hours: Arc<dyn TableProvider>,
+    cost_entries: Arc<dyn TableProvider>,
+) {
+    ctx.register_udtf(
+        "team_costs",
+        Arc::new(TeamCosts {
+            gpu_hours: Arc::clone(&gpu_hours),
+            cost_entries,
+        }),
+    );
+    ctx.register_udtf("idle_summary", Arc::new(IdleSummary { gpu_hours }));
+}
+
+/// The `(from, to)` arguments as UTC timestamps in microseconds.
+fn window(name: &str, args: &TableFunctionArgs) -> DfResult<(ScalarValue, ScalarValue)> {
+    let target = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+    let exprs = args.exprs();
+    if exprs.len() != 2 {
+        return plan_err!("{name}(from, to) takes 2 arguments, got {}", exprs.len());
+    }
+    let bound = |i: usize, which: &str| -> DfResult<ScalarValue> {
+        let Expr::Literal(value, _) = &exprs[i] else {
+            return plan_err!(
+                "{name}: '{which}' must be a date or timestamp literal, e.g. '2026-11-02'"
+            );
+        };
+        value.cast_to(&target).map_err(|_| {
+            datafusion::error::DataFusionError::Plan(format!(
+                "{name}: '{which}' ({value}) is not a date or timestamp"
+            ))
+        })
+    };
+    Ok((bound(0, "from")?, bound(1, "to")?))
+}
+
+/// Scans `table` with `time_column` in `[from, to)`.
+fn scan_window(
+    name: &str,
+    table: &Arc<dyn TableProvider>,
+    time_column: &str,
+    (from, to): &(ScalarValue, ScalarValue),
+) -> DfResult<LogicalPlanBuilder> {
+    LogicalPlanBuilder::scan(name, provider_as_source(Arc::clone(table)), None)?.filter(
+        col(time_column)
+            .gt_eq(lit(from.clone()))
+            .and(col(time_column).lt(lit(to.clone()))),
+    )
+}
