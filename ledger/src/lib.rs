@@ -7,6 +7,7 @@
 //! - `price.rs`: node billing lines → GPU-hour prices and the node's shared remainder;
 //! - `gpu_hours.rs`: every GPU-second in one idle class for one owner, costed;
 //! - `amortize.rs`: spreading a pool over teams by strategy;
+//! - `usage.rs`: time-weighted averages, idle classes and unit costs, for SQL over any interval;
 //! - `journal.rs`: the cost journal (`cost_entries`) and the balance;
 //! - `build.rs`: one ledger build, inputs to outputs.
 
@@ -18,3 +19,4 @@ pub mod journal;
 pub mod price;
 pub mod shares;
 pub mod time;
+pub mod usage;

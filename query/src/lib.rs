@@ -2,6 +2,8 @@
 //!
 //! - `lake_table.rs`: a landed table, its files listed by the catalog and pruned by time;
 //! - `system_tables.rs`: `system.files`, `system.ingest_batches`, `system.quarantine`;
+//! - `udf/`: the ledger's SQL functions, one module each, registered by `udf::register_all`;
+//! - `table_functions/`: `team_costs(from, to)`, `idle_summary(from, to)`;
 //! - `session.rs`: the one place that builds a `SessionContext` with everything registered;
 //! - `ledger_build/`: keeps `gpu_hours`, `cost_entries`, `allocations` in the lake up to date.
 
@@ -11,6 +13,7 @@ pub mod ledger_build;
 pub mod session;
 pub mod system_tables;
 pub mod table_functions;
+pub mod udf;
 
 pub use error::QueryError;
 pub use session::new_session;

@@ -32,6 +32,7 @@ pub fn new_session(lake: &Lake) -> Result<SessionContext, QueryError> {
     // one of our column names.)
     config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
     let ctx = SessionContext::new_with_config(config);
+    crate::udf::register_all(&ctx);
     ctx.register_object_store(&LAKE_URL, Arc::clone(lake.store()));
     let store_url = ObjectStoreUrl::parse(LAKE_URL.as_str())?;
 

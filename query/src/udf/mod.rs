@@ -1,0 +1,42 @@
+//! The ledger's SQL functions, one module each. Every function documents itself with
+//! `#[user_doc]`, so `information_schema.routines` and `information_schema.parameters` describe
+//! it to analysts in SQL. The math lives in `gpuledger-ledger`; these modules only adapt it to
+//! Arrow columns.
+//!
+//! - `time_weighted_avg.rs`: aggregate, time-weighted average of a sampled gauge;
+//! - `interval_overlap_seconds.rs`: seconds two time intervals share;
+//! - `idle_class.rs`: the DESIGN §5 idle class of a stretch of GPU time;
+//! - `amortize_share.rs`: one weight's part of a shared amount;
+//! - `unit_cost.rs`: cost per unit of output;
+//! - `args.rs`: reading scalar arguments column by column.
+
+mod args;
+
+pub mod amortize_share;
+pub mod idle_class;
+pub mod interval_overlap_seconds;
+pub mod time_weighted_avg;
+pub mod unit_cost;
+
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod tests;
+
+use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
+use datafusion::prelude::SessionContext;
+
+use amortize_share::AmortizeShare;
+use idle_class::IdleClassFunc;
+use interval_overlap_seconds::IntervalOverlapSeconds;
+use time_weighted_avg::TimeWeightedAvg;
+use unit_cost::UnitCost;
+
+/// Registers every ledger function with `ctx`.
+pub fn register_all(ctx: &SessionContext) {
+    ctx.register_udaf(AggregateUDF::new_from_impl(TimeWeightedAvg::default()));
+    ctx.register_udf(ScalarUDF::new_from_impl(IntervalOverlapSeconds::default()));
+    ctx.register_udf(ScalarUDF::new_from_impl(IdleClassFunc::default()));
+    ctx.register_udf(ScalarUDF::new_from_impl(AmortizeShare::default()));
+    ctx.register_udf(ScalarUDF::new_from_impl(UnitCost::default()));
+}
