@@ -7,8 +7,8 @@
 //! fields the kind does not know, checks what types cannot say, and names the object. Errors
 //! name the field path as the document spells it (`spec.gpu_cost_share`) and the rule broken.
 //!
-//! Adding a kind: a variant of [`ObjectKind`] with an arm in each of its matches, and a [`Spec`]
-//! impl for the kind's spec type.
+//! Adding a kind: a variant of [`ObjectKind`] with an arm in its matches and in [`validate`], and
+//! a [`Spec`] impl for the kind's spec type.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -80,19 +80,6 @@ impl ObjectKind {
         match self {
             ObjectKind::SharedCostRule => Some("priority"),
             _ => None,
-        }
-    }
-
-    /// Validates a spec of this kind; `name` is the document's, required where the spec does not
-    /// name its object.
-    pub fn validate(self, name: Option<&str>, spec: &Value) -> Result<Object, DocumentError> {
-        match self {
-            ObjectKind::Node => validate_as::<Node>(name, spec),
-            ObjectKind::Reservation => validate_as::<ReservationSpec>(name, spec),
-            ObjectKind::SharedCostRule => validate_as::<SharedCostRuleSpec>(name, spec),
-            ObjectKind::RateCard => validate_as::<RateCardSpec>(name, spec),
-            ObjectKind::ManualCost => validate_as::<ManualCostSpec>(name, spec),
-            ObjectKind::LabelPolicy => validate_as::<LabelPolicy>(name, spec),
         }
     }
 }
@@ -219,13 +206,21 @@ pub fn sort_objects(objects: &mut [Object]) {
     objects.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
 }
 
-/// Validates a spec of `kind`: see [`ObjectKind::validate`].
+/// Validates a spec of `kind`; `name` is the document's, required where the spec does not name
+/// its object.
 pub fn validate(
     kind: ObjectKind,
     name: Option<&str>,
     spec: &Value,
 ) -> Result<Object, DocumentError> {
-    kind.validate(name, spec)
+    match kind {
+        ObjectKind::Node => validate_as::<Node>(name, spec),
+        ObjectKind::Reservation => validate_as::<ReservationSpec>(name, spec),
+        ObjectKind::SharedCostRule => validate_as::<SharedCostRuleSpec>(name, spec),
+        ObjectKind::RateCard => validate_as::<RateCardSpec>(name, spec),
+        ObjectKind::ManualCost => validate_as::<ManualCostSpec>(name, spec),
+        ObjectKind::LabelPolicy => validate_as::<LabelPolicy>(name, spec),
+    }
 }
 
 /// One manifest document as written.
@@ -261,7 +256,7 @@ pub fn parse_document(document: &Value) -> Result<Object, DocumentError> {
     let kind: ObjectKind = kind
         .parse()
         .map_err(|message| invalid(ValidationError::new("kind", message)))?;
-    kind.validate(name.as_deref(), &spec)
+    validate(kind, name.as_deref(), &spec)
 }
 
 /// The documents one parsed value holds, with their 1-based item numbers when it is a list:
