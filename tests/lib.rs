@@ -9,3 +9,4 @@ mod ingest_events;
 mod ingest_focus;
 mod ingest_pipeline;
 mod ingest_tokens;
+mod objects;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand, ValueEnum};
 use gpuledger_ingest::pipeline::Source;
+use gpuledger_ledger::objects::ObjectKind;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -39,6 +40,14 @@ pub enum Command {
     Sql(SqlArgs),
     /// Create or upgrade the catalog schema (every other command does this too).
     Migrate,
+    /// Declare catalog objects (nodes, reservations, shared-cost rules, rate cards, manual costs,
+    /// the label policy) from YAML or JSON documents `{kind, name?, spec}`. Everything is validated
+    /// first: when any object is invalid, each error is printed, nothing is applied, and it exits 2.
+    Apply(ApplyArgs),
+    /// List the declared objects of one kind, as a table or as documents `apply` takes back.
+    Get(GetArgs),
+    /// Delete a declared object.
+    Delete(DeleteArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -87,6 +96,43 @@ pub struct SqlArgs {
     /// How to print the result.
     #[arg(long, env = "GPULEDGER_FORMAT", value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ApplyArgs {
+    /// YAML files (one or more `---` documents) or JSON files (an object, an array, or a stream of
+    /// objects); `-` reads stdin.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ObjectFormat {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GetArgs {
+    /// node, reservation, shared_cost_rule, rate_card, manual_cost or label_policy.
+    pub kind: ObjectKind,
+
+    /// Only the object of this name (a node is named cluster/node).
+    pub name: Option<String>,
+
+    /// How to print the objects; json and yaml print documents that `apply` takes back.
+    #[arg(long, env = "GPULEDGER_OBJECT_FORMAT", value_enum, default_value_t = ObjectFormat::Table)]
+    pub format: ObjectFormat,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DeleteArgs {
+    /// node, reservation, shared_cost_rule, rate_card, manual_cost or label_policy.
+    pub kind: ObjectKind,
+
+    /// The object's name, as `get` lists it.
+    pub name: String,
 }
 
 fn parse_source(s: &str) -> Result<Source, String> {

@@ -43,6 +43,9 @@ async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
     match cli.command {
         Command::Ingest(args) => commands::ingest::run(&lake, args).await,
         Command::Sql(args) => commands::sql::run(&lake, args).await,
+        Command::Apply(args) => commands::objects::apply(&lake, args).await,
+        Command::Get(args) => commands::objects::get(&lake, args).await,
+        Command::Delete(args) => commands::objects::delete(&lake, args).await,
         Command::Migrate => {
             println!("catalog is up to date ({:?})", lake.catalog().backend());
             Ok(ExitCode::SUCCESS)

@@ -1,5 +1,5 @@
-//! The catalog: the manifest of Parquet files, the ingest batches that wrote them, and the
-//! quarantine of rejected records. SQLite by default, PostgreSQL for several replicas; one code
+//! The catalog: the manifest of Parquet files, the ingest batches that wrote them, the
+//! quarantine of rejected records, and the declared objects (`gpuledger apply`). SQLite by default, PostgreSQL for several replicas; one code
 //! path over sqlx's `Any` driver, with a migration folder per dialect.
 //!
 //! A batch becomes visible in one transaction: its files, its rejections, and the retirement of
@@ -100,6 +100,43 @@ pub struct QuarantineEntry {
     pub origin: String,
     pub rejection: Rejection,
     pub created_at: i64,
+}
+
+/// What storing a declared object did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutOutcome {
+    Created,
+    Updated,
+    /// The same spec was stored already: nothing was written.
+    Unchanged,
+}
+
+impl PutOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PutOutcome::Created => "created",
+            PutOutcome::Updated => "updated",
+            PutOutcome::Unchanged => "unchanged",
+        }
+    }
+}
+
+impl std::fmt::Display for PutOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A declared object as stored. The catalog does not interpret specs: the ledger validates them
+/// before they are put, and reads them back into its typed specs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredObject {
+    pub kind: String,
+    pub name: String,
+    pub spec: serde_json::Value,
+    pub created_at: i64,
+    /// When the spec last changed.
+    pub updated_at: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -399,6 +436,113 @@ impl Catalog {
             })
             .collect()
     }
+
+    /// Stores one declared object; see [`Catalog::put_objects`].
+    pub async fn put_object(
+        &self,
+        kind: &str,
+        name: &str,
+        spec: &serde_json::Value,
+    ) -> Result<PutOutcome> {
+        let outcomes = self.put_objects([(kind, name, spec)]).await?;
+        Ok(outcomes[0])
+    }
+
+    /// Stores declared objects `(kind, name, spec)` in one transaction: all of them or none.
+    /// An object whose stored spec is equal is left alone, `updated_at` included.
+    pub async fn put_objects<'a>(
+        &self,
+        objects: impl IntoIterator<Item = (&'a str, &'a str, &'a serde_json::Value)>,
+    ) -> Result<Vec<PutOutcome>> {
+        let now = now_micros();
+        let mut tx = self.pool.begin().await?;
+        let mut outcomes = Vec::new();
+        for (kind, name, spec) in objects {
+            let stored =
+                sqlx::query("SELECT spec FROM catalog_objects WHERE kind = $1 AND name = $2")
+                    .bind(kind)
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            let outcome = match stored {
+                None => {
+                    sqlx::query(
+                        "INSERT INTO catalog_objects (kind, name, spec, created_at, updated_at)
+                         VALUES ($1, $2, $3, $4, $4)",
+                    )
+                    .bind(kind)
+                    .bind(name)
+                    .bind(spec.to_string())
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                    PutOutcome::Created
+                }
+                Some(row)
+                    if parse_spec(kind, name, &row.try_get::<String, _>("spec")?)? == *spec =>
+                {
+                    PutOutcome::Unchanged
+                }
+                Some(_) => {
+                    sqlx::query(
+                        "UPDATE catalog_objects SET spec = $1, updated_at = $2 WHERE kind = $3 AND name = $4",
+                    )
+                    .bind(spec.to_string())
+                    .bind(now)
+                    .bind(kind)
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+                    PutOutcome::Updated
+                }
+            };
+            outcomes.push(outcome);
+        }
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+
+    /// The declared objects of one kind, by name.
+    pub async fn objects(&self, kind: &str) -> Result<Vec<StoredObject>> {
+        let rows = sqlx::query(
+            "SELECT kind, name, spec, created_at, updated_at FROM catalog_objects
+             WHERE kind = $1 ORDER BY name",
+        )
+        .bind(kind)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let (kind, name): (String, String) = (r.try_get("kind")?, r.try_get("name")?);
+                let spec = parse_spec(&kind, &name, &r.try_get::<String, _>("spec")?)?;
+                Ok(StoredObject {
+                    kind,
+                    name,
+                    spec,
+                    created_at: r.try_get("created_at")?,
+                    updated_at: r.try_get("updated_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Deletes a declared object; `false` when there was none of that kind and name.
+    pub async fn delete_object(&self, kind: &str, name: &str) -> Result<bool> {
+        let deleted = sqlx::query("DELETE FROM catalog_objects WHERE kind = $1 AND name = $2")
+            .bind(kind)
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(deleted.rows_affected() > 0)
+    }
+}
+
+fn parse_spec(kind: &str, name: &str, text: &str) -> Result<serde_json::Value> {
+    serde_json::from_str(text).map_err(|error| {
+        LakeError::Invalid(format!(
+            "catalog object {kind}/{name}: the stored spec is not JSON: {error}"
+        ))
+    })
 }
 
 fn batch_from_row(r: &sqlx::any::AnyRow) -> BatchRecord {

@@ -9,13 +9,15 @@
 //! - `amortize.rs`: spreading a pool over teams by strategy;
 //! - `usage.rs`: time-weighted averages, idle classes and unit costs, for SQL over any interval;
 //! - `journal.rs`: the cost journal (`cost_entries`) and the balance;
-//! - `build.rs`: one ledger build, inputs to outputs.
+//! - `build.rs`: one ledger build, inputs to outputs;
+//! - `objects.rs`: declared catalog objects (`gpuledger apply`): kinds, typed specs, validation.
 
 pub mod allocation;
 pub mod amortize;
 pub mod build;
 pub mod gpu_hours;
 pub mod journal;
+pub mod objects;
 pub mod price;
 pub mod shares;
 pub mod time;

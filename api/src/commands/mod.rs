@@ -1,2 +1,3 @@
 pub mod ingest;
+pub mod objects;
 pub mod sql;

@@ -226,3 +226,78 @@ async fn a_new_delivery_of_a_scope_replaces_the_old_one_only() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn declared_objects_are_created_updated_listed_and_deleted() {
+    each_catalog(async |catalog| {
+        let h100 = serde_json::json!({"cluster": "demo", "node": "h100-1", "gpu_count": 8});
+        let a100 = serde_json::json!({"cluster": "demo", "node": "a100-1", "gpu_count": 4});
+        assert_eq!(
+            catalog
+                .put_object("node", "demo/h100-1", &h100)
+                .await
+                .unwrap(),
+            PutOutcome::Created
+        );
+        assert_eq!(
+            catalog
+                .put_object("node", "demo/h100-1", &h100)
+                .await
+                .unwrap(),
+            PutOutcome::Unchanged
+        );
+        let outcomes = catalog
+            .put_objects([
+                ("node", "demo/a100-1", &a100),
+                (
+                    "rate_card",
+                    "H100/spot",
+                    &serde_json::json!({"price_per_gpu_hour": 2.5}),
+                ),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(outcomes, [PutOutcome::Created, PutOutcome::Created]);
+
+        let nodes = catalog.objects("node").await.unwrap();
+        let names: Vec<&str> = nodes.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["demo/a100-1", "demo/h100-1"],
+            "sorted by name, one kind only"
+        );
+        assert_eq!(nodes[1].spec, h100);
+        let created = nodes[1].updated_at;
+        assert_eq!(nodes[1].created_at, created);
+
+        let mut resized = h100.clone();
+        resized["gpu_count"] = 4.into();
+        assert_eq!(
+            catalog
+                .put_object("node", "demo/h100-1", &resized)
+                .await
+                .unwrap(),
+            PutOutcome::Updated
+        );
+        let updated = &catalog.objects("node").await.unwrap()[1];
+        assert_eq!(updated.spec, resized);
+        assert_eq!(updated.created_at, created);
+        assert!(updated.updated_at >= created);
+
+        assert!(catalog.delete_object("node", "demo/h100-1").await.unwrap());
+        assert!(!catalog.delete_object("node", "demo/h100-1").await.unwrap());
+        assert!(
+            !catalog
+                .delete_object("rate_card", "demo/a100-1")
+                .await
+                .unwrap()
+        );
+        assert_eq!(catalog.objects("node").await.unwrap().len(), 1);
+        assert_eq!(
+            catalog.objects("rate_card").await.unwrap()[0].name,
+            "H100/spot"
+        );
+        assert!(catalog.objects("reservation").await.unwrap().is_empty());
+    })
+    .await;
+}
