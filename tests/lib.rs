@@ -4,9 +4,11 @@
 
 mod support;
 
+mod golden;
 mod ingest_dcgm;
 mod ingest_events;
 mod ingest_focus;
 mod ingest_pipeline;
 mod ingest_tokens;
+mod ledger;
 mod objects;

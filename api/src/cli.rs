@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use clap::{Parser, Subcommand, ValueEnum};
 use gpuledger_ingest::pipeline::Source;
 use gpuledger_ledger::objects::ObjectKind;
@@ -38,6 +38,8 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Run a SQL query over the lake.
     Sql(SqlArgs),
+    /// Build the ledger (gpu_hours, cost_entries, allocations) and check that it balances.
+    Ledger(LedgerArgs),
     /// Create or upgrade the catalog schema (every other command does this too).
     Migrate,
     /// Declare catalog objects (nodes, reservations, shared-cost rules, rate cards, manual costs,
@@ -48,6 +50,32 @@ pub enum Command {
     Get(GetArgs),
     /// Delete a declared object.
     Delete(DeleteArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LedgerArgs {
+    #[command(subcommand)]
+    pub command: LedgerCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LedgerCommand {
+    /// Recompute the hours that new data touched (every day with data, or --from … --to).
+    Build {
+        /// First day (UTC), YYYY-MM-DD.
+        #[arg(long)]
+        from: Option<NaiveDate>,
+        /// Last day (UTC, inclusive), YYYY-MM-DD.
+        #[arg(long)]
+        to: Option<NaiveDate>,
+    },
+    /// Print both sides of the ledger for the days; exit 1 when they differ by more than 1e-6.
+    Check {
+        #[arg(long)]
+        from: NaiveDate,
+        #[arg(long)]
+        to: NaiveDate,
+    },
 }
 
 #[derive(Debug, clap::Args)]

@@ -46,6 +46,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
         Command::Apply(args) => commands::objects::apply(&lake, args).await,
         Command::Get(args) => commands::objects::get(&lake, args).await,
         Command::Delete(args) => commands::objects::delete(&lake, args).await,
+        Command::Ledger(args) => commands::ledger::run(&lake, args).await,
         Command::Migrate => {
             println!("catalog is up to date ({:?})", lake.catalog().backend());
             Ok(ExitCode::SUCCESS)

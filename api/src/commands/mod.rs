@@ -1,3 +1,4 @@
 pub mod ingest;
+pub mod ledger;
 pub mod objects;
 pub mod sql;

@@ -25,6 +25,10 @@ use gpuledger_ledger::build::{
 };
 use gpuledger_ledger::gpu_hours::ClassifyConfig;
 use gpuledger_ledger::journal::{Balance, SharedCostRule, by_day};
+use gpuledger_ledger::objects::{
+    LabelPolicy, ManualCostSpec, Object, RateCardSpec, ReservationSpec, SharedCostRuleSpec, Spec,
+    sort_objects,
+};
 use gpuledger_ledger::time::{
     MICROS_PER_DAY, MICROS_PER_HOUR, Micros, Span, floor_day, floor_hour,
 };
@@ -45,6 +49,57 @@ pub struct Declared {
     pub allowed_teams: Option<BTreeSet<String>>,
     /// The latest change to any of them (microseconds): a built day older than this is rebuilt.
     pub changed_at: Micros,
+}
+
+/// Reads the declared objects from the catalog, typed; rules in the order they apply.
+pub async fn declared(lake: &Lake) -> Result<Declared, QueryError> {
+    async fn typed<S: Spec>(lake: &Lake, changed_at: &mut Micros) -> Result<Vec<S>, QueryError> {
+        let mut objects = Vec::new();
+        for stored in lake.catalog().objects(S::KIND.name()).await? {
+            *changed_at = (*changed_at).max(stored.updated_at);
+            let object = Object {
+                kind: S::KIND,
+                name: stored.name.clone(),
+                spec: stored.spec,
+            };
+            objects.push(object);
+        }
+        sort_objects(&mut objects);
+        objects
+            .iter()
+            .map(|o| {
+                o.spec_as::<S>()
+                    .map_err(|e| QueryError::Ledger(format!("{} {}: {e}", S::KIND, o.name)))
+            })
+            .collect()
+    }
+    let mut changed_at = 0;
+    let policies: Vec<LabelPolicy> = typed(lake, &mut changed_at).await?;
+    Ok(Declared {
+        nodes: typed(lake, &mut changed_at).await?,
+        reservations: typed::<ReservationSpec>(lake, &mut changed_at)
+            .await?
+            .iter()
+            .map(Reservation::from)
+            .collect(),
+        rules: typed::<SharedCostRuleSpec>(lake, &mut changed_at)
+            .await?
+            .into_iter()
+            .map(|r| r.base)
+            .collect(),
+        rate_card: typed::<RateCardSpec>(lake, &mut changed_at)
+            .await?
+            .into_iter()
+            .map(|r| r.base)
+            .collect(),
+        manual_costs: typed::<ManualCostSpec>(lake, &mut changed_at)
+            .await?
+            .iter()
+            .map(ManualCost::from)
+            .collect(),
+        allowed_teams: policies.first().and_then(LabelPolicy::allowed_teams),
+        changed_at,
+    })
 }
 
 /// What one `ledger build` did to one day.
@@ -250,7 +305,7 @@ async fn build_day(
         .await?;
     Ok(DayReport {
         day: date_of(window.start),
-        hours: dirty.len().min(24),
+        hours: (dirty.iter().map(Span::len).sum::<Micros>() / MICROS_PER_HOUR) as usize,
         gpu_hour_rows: out.gpu_hours.len(),
         balance: out.balance,
         warnings: out

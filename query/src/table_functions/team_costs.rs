@@ -4,6 +4,7 @@
 //! ```sql
 //! select * from team_costs('2026-11-02', '2026-11-09') order by total_cost desc;
 //! ```
+//! Rows come in no particular order: say `ORDER BY`.
 //! Unallocated GPU time (reserved by reason, unexplained, fault) belongs to no team: see
 //! `idle_summary`. Together the two add up to the ledger's whole cost for the window.
 
@@ -60,7 +61,6 @@ impl TableFunctionImpl for TeamCosts {
                 col("shared_cost"),
                 col("total_cost"),
             ])?
-            .sort(vec![col("team").sort(true, false)])?
             .build()?;
         Ok(Arc::new(ViewTable::new(plan, None)))
     }

@@ -1,0 +1,90 @@
+//! `gpuledger ledger build` and `gpuledger ledger check`.
+
+use std::process::ExitCode;
+
+use chrono::NaiveDate;
+use gpuledger_lake::Lake;
+use gpuledger_ledger::time::Span;
+use gpuledger_query::ledger_build::{balance, build_ledger, day_span, declared, input_days};
+
+use crate::EXIT_REJECTED;
+use crate::cli::{LedgerArgs, LedgerCommand};
+
+pub async fn run(lake: &Lake, args: LedgerArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let declared = declared(lake).await?;
+    match args.command {
+        LedgerCommand::Build { from, to } => {
+            let Some((first, last)) = range(lake, from, to).await? else {
+                println!("nothing to build: no telemetry, events or billing has landed yet");
+                return Ok(ExitCode::SUCCESS);
+            };
+            let reports = build_ledger(lake, &declared, first, last).await?;
+            if reports.is_empty() {
+                println!("ledger is up to date for {first} … {last}");
+            }
+            for day in &reports {
+                let b = &day.balance;
+                println!(
+                    "{}: {} hours recomputed, {} GPU-hour rows; billed {:.2} + manual {:.2} + rate card {:.2} = accounted {:.2} ({})",
+                    day.day,
+                    day.hours,
+                    day.gpu_hour_rows,
+                    b.billed,
+                    b.manual,
+                    b.rate_card,
+                    b.accounted,
+                    if b.balances() {
+                        "balanced"
+                    } else {
+                        "DOES NOT BALANCE"
+                    }
+                );
+                for warning in &day.warnings {
+                    eprintln!("  warning: {warning}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LedgerCommand::Check { from, to } => {
+            let window = Span::new(day_span(from).start, day_span(to).end);
+            let b = balance(lake, &declared, window).await?;
+            println!("ledger balance {from} … {to} (UTC, days inclusive)");
+            println!("  billed (effective cost, prorated)  {:>16.6}", b.billed);
+            println!("  manual costs                       {:>16.6}", b.manual);
+            println!("  rate card (unbilled GPU time)      {:>16.6}", b.rate_card);
+            println!(
+                "  expected                           {:>16.6}",
+                b.expected()
+            );
+            println!("  accounted (cost_entries)           {:>16.6}", b.accounted);
+            println!(
+                "  difference                         {:>16.6}",
+                b.difference()
+            );
+            if b.balances() {
+                println!("balanced (within 1e-6 relative)");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                println!(
+                    "DOES NOT BALANCE: run `gpuledger ledger build --from {from} --to {to}`, then check again"
+                );
+                Ok(ExitCode::from(EXIT_REJECTED))
+            }
+        }
+    }
+}
+
+async fn range(
+    lake: &Lake,
+    from: Option<NaiveDate>,
+    to: Option<NaiveDate>,
+) -> Result<Option<(NaiveDate, NaiveDate)>, Box<dyn std::error::Error>> {
+    let data = input_days(lake).await?;
+    Ok(match (from, to, data) {
+        (Some(from), Some(to), _) => Some((from, to)),
+        (from, to, Some((first, last))) => Some((from.unwrap_or(first), to.unwrap_or(last))),
+        (Some(from), None, None) => Some((from, from)),
+        (None, Some(to), None) => Some((to, to)),
+        (None, None, None) => None,
+    })
+}

@@ -1,0 +1,181 @@
+//! Golden SQL: the worked example of `docs/ledger.md` goes in through the real binary (apply,
+//! ingest, ledger build), then every `tests/sql/*.slt` file runs against a DataFusion session
+//! over that lake — the same session the CLI, HTTP and Postgres entry points use. Expected
+//! values are worked out by hand in the files' comments.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use arrow::datatypes::DataType;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use async_trait::async_trait;
+use datafusion::error::DataFusionError;
+use datafusion::prelude::SessionContext;
+use gpuledger_lake::{Lake, LakeConfig};
+use sqllogictest::{DBOutput, DefaultColumnType};
+
+use crate::support::{Ledger, describe, ledgers};
+
+/// 2026-11-02T00:00:00Z in milliseconds.
+const DAY_MS: i64 = 1_793_577_600_000;
+
+pub fn example(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/worked-example")
+        .join(file)
+}
+
+/// dcgm-exporter text with per-sample timestamps: n1 GPU 0 busy (SM 0.60) for 4 h then idle
+/// (0.01) for 2 h; n2 GPU 0 busy (0.90) for 2 h; 400 W throughout; a scrape every 30 s.
+fn telemetry() -> String {
+    let mut text = String::new();
+    let mut series = |host: &str, uuid: &str, hours: i64, sm: &dyn Fn(i64) -> f64| {
+        for t in (0..hours * 3600).step_by(30) {
+            let labels =
+                format!("gpu=\"0\",UUID=\"{uuid}\",modelName=\"NVIDIA\",Hostname=\"{host}\"");
+            let ms = DAY_MS + t * 1000;
+            writeln!(text, "DCGM_FI_PROF_SM_ACTIVE{{{labels}}} {:.6} {ms}", sm(t)).unwrap();
+            writeln!(text, "DCGM_FI_DEV_POWER_USAGE{{{labels}}} 400.000000 {ms}").unwrap();
+        }
+    };
+    series("n1", "GPU-n1-0", 6, &|t| {
+        if t < 4 * 3600 { 0.6 } else { 0.01 }
+    });
+    series("n2", "GPU-n2-0", 2, &|_| 0.9);
+    text
+}
+
+/// Lands the worked example in `ledger` and builds its ledger.
+pub fn load_worked_example(ledger: &Ledger) {
+    let run_ok = |args: &[&str]| {
+        let out = ledger.run(args);
+        assert!(
+            out.status.success(),
+            "[{}] gpuledger {}: {}",
+            ledger.backend,
+            args.join(" "),
+            describe(&out)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let prom = ledger.dir.path().join("telemetry.prom");
+    std::fs::write(&prom, telemetry()).unwrap();
+    run_ok(&["apply", example("objects.yaml").to_str().unwrap()]);
+    run_ok(&[
+        "ingest",
+        "events",
+        example("events.jsonl").to_str().unwrap(),
+    ]);
+    run_ok(&["ingest", "focus", example("billing.csv").to_str().unwrap()]);
+    run_ok(&[
+        "ingest",
+        "dcgm",
+        prom.to_str().unwrap(),
+        "--cluster",
+        "demo",
+    ]);
+    let built = run_ok(&[
+        "ledger",
+        "build",
+        "--from",
+        "2026-11-02",
+        "--to",
+        "2026-11-02",
+    ]);
+    assert!(
+        built.contains("2026-11-02: 24 hours recomputed") && built.contains("(balanced)"),
+        "{built}"
+    );
+}
+
+/// sqllogictest's view of a DataFusion session.
+struct Session(SessionContext);
+
+#[async_trait]
+impl sqllogictest::AsyncDB for Session {
+    type Error = DataFusionError;
+    type ColumnType = DefaultColumnType;
+
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DataFusionError> {
+        let frame = self.0.sql(sql).await?;
+        let types = frame
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                t if t.is_integer() => DefaultColumnType::Integer,
+                t if t.is_floating() || matches!(t, DataType::Decimal128(..)) => {
+                    DefaultColumnType::FloatingPoint
+                }
+                _ => DefaultColumnType::Text,
+            })
+            .collect();
+        let options = FormatOptions::default().with_null("NULL");
+        let mut rows = Vec::new();
+        for batch in frame.collect().await? {
+            let formatters: Vec<_> = batch
+                .columns()
+                .iter()
+                .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+                .collect::<Result<_, _>>()?;
+            for row in 0..batch.num_rows() {
+                rows.push(
+                    formatters
+                        .iter()
+                        .map(|f| match f.value(row).to_string() {
+                            empty if empty.is_empty() => "(empty)".to_string(),
+                            cell => cell,
+                        })
+                        .collect(),
+                );
+            }
+        }
+        Ok(DBOutput::Rows { types, rows })
+    }
+
+    async fn shutdown(&mut self) {}
+
+    fn engine_name(&self) -> &str {
+        "gpuledger"
+    }
+
+    async fn sleep(duration: Duration) {
+        tokio::time::sleep(duration).await
+    }
+}
+
+#[test]
+fn golden_sql_files_hold_on_the_worked_example() {
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/sql"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "slt"))
+            .collect();
+    files.sort();
+    assert!(files.len() >= 5, "golden files: {files:?}");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for ledger in ledgers() {
+        load_worked_example(&ledger);
+        let config = LakeConfig {
+            data: ledger.data_dir().display().to_string(),
+            catalog: Some(ledger.catalog.clone()),
+        };
+        let lake = runtime.block_on(Lake::open(&config)).unwrap();
+        for file in &files {
+            let lake = lake.clone();
+            let mut runner = sqllogictest::Runner::new(move || {
+                let lake = lake.clone();
+                async move {
+                    Ok(Session(
+                        gpuledger_query::new_session(&lake).expect("session"),
+                    ))
+                }
+            });
+            if let Err(error) = runtime.block_on(runner.run_file_async(file)) {
+                panic!("[{}] {}:\n{error}", ledger.backend, file.display());
+            }
+        }
+    }
+}

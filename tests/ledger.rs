@@ -1,0 +1,136 @@
+//! `gpuledger ledger build` and `ledger check` on the worked example: late data, restated bills.
+
+use std::fmt::Write as _;
+
+use crate::golden::load_worked_example;
+use crate::support::{describe, ledgers};
+
+fn direct_and_idle(ledger: &crate::support::Ledger, team: &str) -> (f64, f64) {
+    let rows = ledger.sql(&format!(
+        "SELECT round(sum(CASE WHEN bucket = 'direct' THEN amount END), 6) AS direct,
+                round(sum(CASE WHEN bucket = 'allocated_idle' THEN amount ELSE 0 END), 6) AS idle
+         FROM cost_entries WHERE team = '{team}'"
+    ));
+    (
+        rows[0]["direct"].as_f64().unwrap(),
+        rows[0]["idle"].as_f64().unwrap(),
+    )
+}
+
+#[test]
+fn check_prints_both_sides_and_late_telemetry_recomputes_two_hours() {
+    for ledger in ledgers() {
+        load_worked_example(&ledger);
+        let out = ledger.run(&[
+            "ledger",
+            "check",
+            "--from",
+            "2026-11-02",
+            "--to",
+            "2026-11-02",
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        let line = |label: &str| {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(label))
+                .map(|l| l.split_whitespace().last().unwrap().to_string())
+        };
+        assert_eq!(line("billed").as_deref(), Some("111.000000"), "{text}");
+        assert_eq!(line("expected").as_deref(), Some("118.200000"), "{text}");
+        assert_eq!(line("accounted").as_deref(), Some("118.200000"), "{text}");
+        assert_eq!(line("difference").as_deref(), Some("0.000000"), "{text}");
+        assert!(text.contains("balanced (within 1e-6 relative)"), "{text}");
+
+        // Nothing new: nothing to do.
+        let out = ledger.run(&[
+            "ledger",
+            "build",
+            "--from",
+            "2026-11-02",
+            "--to",
+            "2026-11-02",
+        ]);
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("ledger is up to date"),
+            "{}",
+            describe(&out)
+        );
+
+        // Late telemetry: nlp's GPU (n1 GPU 1) was idle 08:00–09:00. The last sample (08:59:30)
+        // stands for two minutes, so hours 08 and 09 are recomputed, and only those.
+        let mut late = String::new();
+        for t in (8 * 3600..9 * 3600).step_by(30) {
+            let ms = 1_793_577_600_000i64 + t * 1000;
+            writeln!(
+                late,
+                "DCGM_FI_PROF_SM_ACTIVE{{gpu=\"1\",UUID=\"GPU-n1-1\",Hostname=\"n1\"}} 0.0 {ms}"
+            )
+            .unwrap();
+        }
+        let path = ledger.dir.path().join("late.prom");
+        std::fs::write(&path, late).unwrap();
+        ledger.ingest_ok("dcgm", &path, &["--cluster", "demo"]);
+        let out = ledger.run(&[
+            "ledger",
+            "build",
+            "--from",
+            "2026-11-02",
+            "--to",
+            "2026-11-02",
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("2026-11-02: 2 hours recomputed")
+                && text.contains("accounted 118.20 (balanced)"),
+            "{}",
+            describe(&out)
+        );
+        // 1 h + 90 s of nlp's 1.60/h move from direct to allocated idle: 19.20 − 1.64 and 1.64.
+        assert_eq!(direct_and_idle(&ledger, "nlp"), (17.56, 1.64));
+    }
+}
+
+#[test]
+fn a_restated_bill_rebalances_the_ledger() {
+    for ledger in ledgers() {
+        load_worked_example(&ledger);
+        // The provider restates November: n1 now costs 120.00 for the day instead of 96.00.
+        let original = std::fs::read_to_string(crate::golden::example("billing.csv")).unwrap();
+        let restated = ledger.dir.path().join("restated.csv");
+        std::fs::write(
+            &restated,
+            original.replace(",96.00,96.00,", ",120.00,120.00,"),
+        )
+        .unwrap();
+        let out = ledger.ingest_ok("focus", &restated, &[]);
+        assert!(out.contains("3 rows of an earlier delivery"), "{out}");
+        let out = ledger.run(&[
+            "ledger",
+            "build",
+            "--from",
+            "2026-11-02",
+            "--to",
+            "2026-11-02",
+        ]);
+        // 120 + 9 + 6 = 135.00 billed; + 4.80 manual + 2.40 rate card = 142.20, all accounted.
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(
+                "billed 135.00 + manual 4.80 + rate card 2.40 = accounted 142.20 (balanced)"
+            ),
+            "{}",
+            describe(&out)
+        );
+        // n1's GPU price is now 120 × 0.8 / 2 / 24 = 2.00: vision's 4 busy hours cost 8.00.
+        assert_eq!(direct_and_idle(&ledger, "vision"), (8.0, 4.0));
+        let out = ledger.run(&[
+            "ledger",
+            "check",
+            "--from",
+            "2026-11-02",
+            "--to",
+            "2026-11-02",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    }
+}
