@@ -79,57 +79,8 @@ pub struct Stats {
     pub duplicates: u64,
 }
 
-/// The `event` column's vocabulary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventKind {
-    Start,
-    Stop,
-    Checkpoint,
-    Progress,
-    Queued,
-    Admitted,
-    Rejected,
-    Preempted,
-    Evicted,
-    NodeUp,
-    NodeDown,
-}
-
-impl EventKind {
-    pub const ALL: [EventKind; 11] = [
-        EventKind::Start,
-        EventKind::Stop,
-        EventKind::Checkpoint,
-        EventKind::Progress,
-        EventKind::Queued,
-        EventKind::Admitted,
-        EventKind::Rejected,
-        EventKind::Preempted,
-        EventKind::Evicted,
-        EventKind::NodeUp,
-        EventKind::NodeDown,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::Start => "start",
-            EventKind::Stop => "stop",
-            EventKind::Checkpoint => "checkpoint",
-            EventKind::Progress => "progress",
-            EventKind::Queued => "queued",
-            EventKind::Admitted => "admitted",
-            EventKind::Rejected => "rejected",
-            EventKind::Preempted => "preempted",
-            EventKind::Evicted => "evicted",
-            EventKind::NodeUp => "node_up",
-            EventKind::NodeDown => "node_down",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
-    }
-}
+/// The `event` column's vocabulary: the ledger's, so both read the same names.
+pub use gpuledger_ledger::allocation::EventKind;
 
 /// The `source` column: which parser read the event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

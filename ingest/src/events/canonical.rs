@@ -20,7 +20,7 @@ pub(super) fn events(record: &Value, ctx: &ParseContext) -> Result<Vec<Event>, B
         return Err(Bad::new("json", "expected a JSON object per line"));
     }
     let name = json_str(record, "/event")?.ok_or_else(|| Bad::new("event", "missing"))?;
-    let kind = EventKind::from_name(name).ok_or_else(|| {
+    let kind = EventKind::parse(name).ok_or_else(|| {
         let allowed: Vec<_> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
         Bad::new(
             "event",
