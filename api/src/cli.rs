@@ -60,7 +60,7 @@ pub struct LedgerArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum LedgerCommand {
-    /// Recompute the hours that new data touched (every day with data, or --from … --to).
+    /// Recompute the hours that new data touched: on every day with data, or every day --from … --to.
     Build {
         /// First day (UTC), YYYY-MM-DD.
         #[arg(long)]

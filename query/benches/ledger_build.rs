@@ -23,7 +23,7 @@ use gpuledger_ledger::amortize::Strategy;
 use gpuledger_ledger::build::{Node, Reservation};
 use gpuledger_ledger::journal::{Basis, SharedCostRule};
 use gpuledger_ledger::time::{MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND, Span};
-use gpuledger_query::ledger_build::{Declared, build_ledger, day_span};
+use gpuledger_query::ledger_build::{Declared, build_ledger, day_span, days_between};
 
 const NODES: usize = 125;
 const GPUS: usize = 8;
@@ -276,7 +276,7 @@ fn main() {
     let last = first + chrono::Days::new(DAYS as u64 - 1);
     let started = Instant::now();
     let days = runtime
-        .block_on(build_ledger(&lake, &declared, first, last))
+        .block_on(build_ledger(&lake, &declared, days_between(first, last)))
         .unwrap();
     let build = started.elapsed().as_secs_f64();
     let rows: usize = days.iter().map(|d| d.gpu_hour_rows).sum();
@@ -325,7 +325,7 @@ fn main() {
     ));
     let started = Instant::now();
     let days = runtime
-        .block_on(build_ledger(&lake, &declared, first, last))
+        .block_on(build_ledger(&lake, &declared, days_between(first, last)))
         .unwrap();
     println!(
         "ledger_build/late_hour: {} day(s), {} hour(s) recomputed in {:.2} s",

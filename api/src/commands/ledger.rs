@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use chrono::NaiveDate;
 use gpuledger_lake::Lake;
 use gpuledger_ledger::time::Span;
-use gpuledger_query::ledger_build::{balance, build_ledger, day_span, declared, input_days};
+use gpuledger_query::ledger_build::{
+    balance, build_ledger, day_span, days_between, declared, input_days,
+};
 
 use crate::EXIT_REJECTED;
 use crate::cli::{LedgerArgs, LedgerCommand};
@@ -14,11 +16,21 @@ pub async fn run(lake: &Lake, args: LedgerArgs) -> Result<ExitCode, Box<dyn std:
     let declared = declared(lake).await?;
     match args.command {
         LedgerCommand::Build { from, to } => {
-            let Some((first, last)) = range(lake, from, to).await? else {
-                println!("nothing to build: no telemetry, events or billing has landed yet");
+            let days: Vec<NaiveDate> = match (from, to) {
+                (Some(from), Some(to)) => days_between(from, to).collect(),
+                (from, to) => input_days(lake)
+                    .await?
+                    .into_iter()
+                    .filter(|d| from.is_none_or(|f| *d >= f) && to.is_none_or(|t| *d <= t))
+                    .collect(),
+            };
+            let (Some(first), Some(last)) = (days.first().copied(), days.last().copied()) else {
+                println!(
+                    "nothing to build: no telemetry, events or billing has landed for these days"
+                );
                 return Ok(ExitCode::SUCCESS);
             };
-            let reports = build_ledger(lake, &declared, first, last).await?;
+            let reports = build_ledger(lake, &declared, days).await?;
             if reports.is_empty() {
                 println!("ledger is up to date for {first} … {last}");
             }
@@ -72,19 +84,4 @@ pub async fn run(lake: &Lake, args: LedgerArgs) -> Result<ExitCode, Box<dyn std:
             }
         }
     }
-}
-
-async fn range(
-    lake: &Lake,
-    from: Option<NaiveDate>,
-    to: Option<NaiveDate>,
-) -> Result<Option<(NaiveDate, NaiveDate)>, Box<dyn std::error::Error>> {
-    let data = input_days(lake).await?;
-    Ok(match (from, to, data) {
-        (Some(from), Some(to), _) => Some((from, to)),
-        (from, to, Some((first, last))) => Some((from.unwrap_or(first), to.unwrap_or(last))),
-        (Some(from), None, None) => Some((from, from)),
-        (None, Some(to), None) => Some((to, to)),
-        (None, None, None) => None,
-    })
 }

@@ -116,19 +116,17 @@ pub struct DayReport {
 /// The currency of the ledger's own tables: that of the billing lines.
 const CURRENCY: &str = "USD";
 
-/// Brings every day in `[from, to]` up to date; returns what was rebuilt.
+/// Brings the given days up to date; returns what was rebuilt.
 pub async fn build_ledger(
     lake: &Lake,
     declared: &Declared,
-    from: NaiveDate,
-    to: NaiveDate,
+    days: impl IntoIterator<Item = NaiveDate>,
 ) -> Result<Vec<DayReport>, QueryError> {
     let ctx = new_session(lake)?;
     let built = lake.catalog().ledger_days().await?;
     let config = ClassifyConfig::default();
     let mut reports = Vec::new();
-    let mut day = from;
-    while day <= to {
+    for day in days {
         let window = day_span(day);
         let dirty = match built.get(&day.to_string()) {
             Some(&built_at) if built_at >= declared.changed_at => {
@@ -139,27 +137,29 @@ pub async fn build_ledger(
         if !dirty.is_empty() {
             reports.push(build_day(lake, &ctx, declared, window, &dirty, &config).await?);
         }
-        day = day.succ_opt().expect("date in range");
     }
     Ok(reports)
 }
 
-/// The days that have any landed input: the default range of `ledger build`.
-pub async fn input_days(lake: &Lake) -> Result<Option<(NaiveDate, NaiveDate)>, QueryError> {
-    let mut range: Option<(Micros, Micros)> = None;
+/// The days that have landed telemetry, events or billing: what `ledger build` builds when no
+/// range is given (sample data can span years with nothing in between).
+pub async fn input_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, QueryError> {
+    let mut days = BTreeSet::new();
     for table in [
         Table::GpuSamples,
         Table::SchedulerEvents,
         Table::BillingLines,
     ] {
         for file in lake.catalog().active_files(table, None, None).await? {
-            range = Some(match range {
-                None => (file.min_ts, file.max_ts),
-                Some((lo, hi)) => (lo.min(file.min_ts), hi.max(file.max_ts)),
-            });
+            days.extend(days_between(date_of(file.min_ts), date_of(file.max_ts)));
         }
     }
-    Ok(range.map(|(lo, hi)| (date_of(lo), date_of(hi))))
+    Ok(days)
+}
+
+/// Every day from `from` to `to`, both included.
+pub fn days_between(from: NaiveDate, to: NaiveDate) -> impl Iterator<Item = NaiveDate> {
+    from.iter_days().take_while(move |d| *d <= to)
 }
 
 fn date_of(t: Micros) -> NaiveDate {
