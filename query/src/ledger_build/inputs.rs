@@ -106,22 +106,17 @@ pub async fn events(ctx: &SessionContext, window: Span) -> Result<Vec<Event>, Qu
 
 /// Per GPU: SM activity (`sm_active`, else `gr_engine_active`, else `gpu_util`/100, averaged
 /// over the rows of one scrape — MIG instances and per-pod series of a shared GPU), and power.
-/// Also which GPUs dcgm-exporter saw each pod on.
 pub async fn telemetry(
     ctx: &SessionContext,
-    window: Span,
+    span: Span,
     max_sample_gap: Micros,
-) -> Result<(HashMap<(String, String, u32), GpuTelemetry>, PodGpus), QueryError> {
-    let range = format!(
-        "ts >= {} AND ts < {} AND node IS NOT NULL AND gpu_index IS NOT NULL",
-        ts_literal(window.start - max_sample_gap),
-        ts_literal(window.end)
-    );
+) -> Result<HashMap<(String, String, u32), GpuTelemetry>, QueryError> {
     let sql = format!(
         "SELECT cluster, node, gpu_index, max(gpu_uuid) AS gpu_uuid, ts,
                 avg(coalesce(sm_active, gr_engine_active, gpu_util / 100.0)) AS sm, max(power_w) AS power_w
-         FROM gpu_samples WHERE {range}
-         GROUP BY cluster, node, gpu_index, ts ORDER BY cluster, node, gpu_index, ts"
+         FROM gpu_samples WHERE {}
+         GROUP BY cluster, node, gpu_index, ts ORDER BY cluster, node, gpu_index, ts",
+        gpu_rows(Span::new(span.start - max_sample_gap, span.end))
     );
     let mut telemetry: HashMap<(String, String, u32), GpuTelemetry> = HashMap::new();
     for batch in query(ctx, &sql).await? {
@@ -143,9 +138,15 @@ pub async fn telemetry(
             });
         }
     }
+    Ok(telemetry)
+}
+
+/// Which GPUs dcgm-exporter saw each pod on in the window.
+pub async fn pod_gpus(ctx: &SessionContext, window: Span) -> Result<PodGpus, QueryError> {
     let sql = format!(
         "SELECT DISTINCT cluster, node, namespace, pod, gpu_index FROM gpu_samples
-         WHERE {range} AND namespace IS NOT NULL AND pod IS NOT NULL"
+         WHERE {} AND namespace IS NOT NULL AND pod IS NOT NULL",
+        gpu_rows(window)
     );
     let mut pod_gpus = PodGpus::new();
     for batch in query(ctx, &sql).await? {
@@ -165,7 +166,16 @@ pub async fn telemetry(
             }
         }
     }
-    Ok((telemetry, pod_gpus))
+    Ok(pod_gpus)
+}
+
+/// Telemetry rows of identified GPUs in a span.
+fn gpu_rows(span: Span) -> String {
+    format!(
+        "ts >= {} AND ts < {} AND node IS NOT NULL AND gpu_index IS NOT NULL",
+        ts_literal(span.start),
+        ts_literal(span.end)
+    )
 }
 
 /// Billing lines whose charge period overlaps the window, with the FOCUS columns and tags that

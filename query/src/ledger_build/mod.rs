@@ -232,7 +232,13 @@ async fn build_day(
     config: &ClassifyConfig,
 ) -> Result<DayReport, QueryError> {
     let started_at = Utc::now().timestamp_micros();
-    let (telemetry, pod_gpus) = inputs::telemetry(ctx, window, config.max_sample_gap).await?;
+    // Telemetry only matters where GPU-hours are recomputed: load just the dirty span.
+    let recomputed = Span::new(
+        dirty.iter().map(|s| s.start).min().unwrap_or(window.start),
+        dirty.iter().map(|s| s.end).max().unwrap_or(window.end),
+    );
+    let telemetry = inputs::telemetry(ctx, recomputed, config.max_sample_gap).await?;
+    let pod_gpus = inputs::pod_gpus(ctx, window).await?;
     let events = inputs::events(ctx, window).await?;
     let mut inputs = LedgerInputs {
         window,
@@ -249,9 +255,8 @@ async fn build_day(
         usage: inputs::usage(ctx, window).await?,
         config: *config,
     };
-    add_undeclared_nodes(&mut inputs);
     let whole_day = dirty == [window];
-    let kept = if whole_day {
+    let kept: Vec<_> = if whole_day {
         Vec::new()
     } else {
         inputs::stored_gpu_hours(ctx, window)
@@ -260,6 +265,11 @@ async fn build_day(
             .filter(|r| !dirty.iter().any(|d| d.contains(r.hour)))
             .collect()
     };
+    let kept_gpus: Vec<_> = kept
+        .iter()
+        .map(|r| (r.cluster.clone(), r.node.clone(), r.gpu_index))
+        .collect();
+    add_undeclared_nodes(&mut inputs, kept_gpus);
     let out = rebuild(&inputs, dirty, kept);
 
     let batch_id = format!("ledger-{}-{}", date_of(window.start), &uuid_suffix());
@@ -320,9 +330,10 @@ fn uuid_suffix() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
 }
 
-/// Nodes the catalog does not declare come from `node_up` events, else from telemetry (GPU
-/// count = GPUs seen, on demand, priced by the rate card): a node is never silently ignored.
-fn add_undeclared_nodes(inputs: &mut LedgerInputs) {
+/// Nodes the catalog does not declare come from `node_up` events, else from the GPUs seen in
+/// telemetry or in the day's stored rows (on demand, priced by the rate card): a node is never
+/// silently ignored.
+fn add_undeclared_nodes(inputs: &mut LedgerInputs, stored_gpus: Vec<(String, String, u32)>) {
     let mut known: BTreeSet<(String, String)> = inputs
         .nodes
         .iter()
@@ -343,12 +354,12 @@ fn add_undeclared_nodes(inputs: &mut LedgerInputs) {
         }
     }
     known.extend(discovered.keys().cloned());
-    for (cluster, node, gpu) in inputs.telemetry.keys() {
+    for (cluster, node, gpu) in inputs.telemetry.keys().cloned().chain(stored_gpus) {
         let key = (cluster.clone(), node.clone());
         if !known.contains(&key) {
             let entry = discovered
                 .entry(key)
-                .or_insert_with(|| undeclared_node(cluster, node, 0));
+                .or_insert_with(|| undeclared_node(&cluster, &node, 0));
             entry.gpu_count = entry.gpu_count.max(gpu + 1);
         }
     }
