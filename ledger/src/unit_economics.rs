@@ -8,10 +8,10 @@
 //!   same namespace (a request without a namespace matches only workloads without one);
 //! - a request without a workload is served by the workloads of its `namespace` whose allocations
 //!   carry its `model` label;
-//! - the cost of those workloads in the window (busy + allocated idle GPU cost, `direct`) and that
-//!   cost plus each owning team's shared cost in proportion to its direct cost (`loaded`, as
-//!   `team_costs` spreads it) form a pool, spread over the pool's rows by input + output tokens
-//!   (by requests when the pool's requests carry no tokens);
+//! - each workload's cost in the window (busy + allocated idle GPU cost, `direct`), and that cost
+//!   plus its team's shared cost in proportion to the team's direct cost (`loaded`, as
+//!   `team_costs` spreads it), is spread over every row it served by input + output tokens (by
+//!   requests when that traffic carries no tokens), so it counts once however requests found it;
 //! - a request that finds no workload has no cost (NULL, never zero: it is not free).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -179,19 +179,16 @@ enum Link {
     },
 }
 
-/// The workloads behind one link and their cost in the window.
+/// The workloads that served one link's requests: indices into [`Serving::workloads`], sorted,
+/// and the team charged for most of their cost (ties: the first by name).
 #[derive(Debug, Clone, PartialEq)]
-struct Pool {
-    /// The team charged for most of the pool's cost (ties: the first by name).
+struct Served {
+    workloads: Vec<usize>,
     team: String,
-    /// The workloads, `namespace/workload`, comma-separated.
-    served_by: String,
-    direct: f64,
-    loaded: f64,
 }
 
 impl Serving {
-    fn pool(&self, link: &Link) -> Option<Pool> {
+    fn served(&self, link: &Link) -> Option<Served> {
         let serves = |cost: &WorkloadCost| match link {
             Link::Workload {
                 namespace,
@@ -204,36 +201,22 @@ impl Serving {
                     })
             }
         };
-        let members: Vec<&WorkloadCost> = self.workloads.iter().filter(|c| serves(c)).collect();
-        if members.is_empty() {
-            return None;
-        }
+        let workloads: Vec<usize> = (0..self.workloads.len())
+            .filter(|&i| serves(&self.workloads[i]))
+            .collect();
         let mut by_team: BTreeMap<&str, f64> = BTreeMap::new();
-        let mut served_by = BTreeSet::new();
-        let (mut direct, mut loaded) = (0.0, 0.0);
-        for member in members {
-            *by_team.entry(&member.team).or_default() += member.direct;
-            served_by.insert(match &member.namespace {
-                Some(ns) => format!("{ns}/{}", member.workload),
-                None => member.workload.clone(),
-            });
-            direct += member.direct;
-            loaded += member.direct * self.load_factor(&member.team);
+        for &i in &workloads {
+            *by_team.entry(&self.workloads[i].team).or_default() += self.workloads[i].direct;
         }
         let team = by_team
-            .iter()
+            .into_iter()
             .fold(None::<(&str, f64)>, |best, (team, cost)| match best {
-                Some((_, best_cost)) if best_cost >= *cost => best,
-                _ => Some((team, *cost)),
-            })
-            .map(|(team, _)| team.to_string())
-            .expect("a pool has members");
-        Some(Pool {
-            team,
-            served_by: served_by.into_iter().collect::<Vec<_>>().join(", "),
-            direct,
-            loaded,
-        })
+                Some((_, best_cost)) if best_cost >= cost => best,
+                _ => Some((team, cost)),
+            })?
+            .0
+            .to_string();
+        Some(Served { workloads, team })
     }
 
     /// Direct cost → fully loaded cost: 1 + the team's shared cost per unit of its direct cost.
@@ -242,6 +225,21 @@ impl Serving {
             Some(t) if t.direct > 0.0 => 1.0 + t.shared / t.direct,
             _ => 1.0,
         }
+    }
+
+    /// `namespace/workload, …` for the workloads behind a row.
+    fn names(&self, workloads: &[usize]) -> String {
+        let names: BTreeSet<String> = workloads
+            .iter()
+            .map(|&i| {
+                let cost = &self.workloads[i];
+                match &cost.namespace {
+                    Some(ns) => format!("{ns}/{}", cost.workload),
+                    None => cost.workload.clone(),
+                }
+            })
+            .collect();
+        names.into_iter().collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -316,14 +314,16 @@ pub struct RowKey {
     pub peak: bool,
     pub cache_hit: Option<bool>,
     pub prompt_bucket: Option<&'static str>,
-    link: Option<Link>,
+    /// The serving workloads (indices into [`Serving::workloads`]); empty when none served it.
+    served_by: Vec<usize>,
 }
 
 /// One row of `unit_economics`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     pub key: RowKey,
-    /// The workloads whose cost the row carries; `None` when the requests found none.
+    /// The workloads whose cost the row carries, `namespace/workload, …`; `None` when the
+    /// requests found none.
     pub served_by: Option<String>,
     pub traffic: Traffic,
     pub direct_cost: Option<f64>,
@@ -337,7 +337,7 @@ pub struct Row {
 pub struct UnitEconomics {
     slos: Slos,
     serving: Serving,
-    pools: HashMap<Link, Option<Pool>>,
+    served: HashMap<Link, Option<Served>>,
     rows: HashMap<RowKey, Traffic>,
 }
 
@@ -346,7 +346,7 @@ impl UnitEconomics {
         Self {
             slos,
             serving,
-            pools: HashMap::new(),
+            served: HashMap::new(),
             rows: HashMap::new(),
         }
     }
@@ -364,17 +364,16 @@ impl UnitEconomics {
             }),
             (None, None) => None,
         };
-        let pool = link.and_then(|link| {
+        let served = link.and_then(|link| {
             let serving = &self.serving;
-            let pool = self
-                .pools
-                .entry(link.clone())
-                .or_insert_with(|| serving.pool(&link));
-            pool.as_ref().map(|pool| (link, pool.team.clone()))
+            self.served
+                .entry(link)
+                .or_insert_with_key(|link| serving.served(link))
+                .clone()
         });
-        let (team, link) = match pool {
-            Some((link, team)) => (Some(team), Some(link)),
-            None => (owned(request.team), None),
+        let (team, served_by) = match served {
+            Some(served) => (Some(served.team), served.workloads),
+            None => (owned(request.team), Vec::new()),
         };
         let key = RowKey {
             team,
@@ -383,7 +382,7 @@ impl UnitEconomics {
             peak: is_peak(request.ts),
             cache_hit: request.cache_hit,
             prompt_bucket: prompt_bucket(request.input_tokens),
-            link,
+            served_by,
         };
         let met = slo_met(
             &request.outcome,
@@ -392,12 +391,14 @@ impl UnitEconomics {
         self.rows.entry(key).or_default().add(request, met);
     }
 
-    /// The rows, ordered by their key, each with its token share of its pool's cost.
+    /// The rows, ordered by their key. Each workload's cost is spread over the rows it served by
+    /// their tokens (by requests when none of them carries tokens), so it is counted once however
+    /// its requests found it.
     pub fn finish(self) -> Vec<Row> {
-        let mut pool_traffic: HashMap<&Link, Traffic> = HashMap::new();
+        let mut served_traffic = vec![Traffic::default(); self.serving.workloads.len()];
         for (key, traffic) in &self.rows {
-            if let Some(link) = &key.link {
-                let total = pool_traffic.entry(link).or_default();
+            for &i in &key.served_by {
+                let total = &mut served_traffic[i];
                 total.requests += traffic.requests;
                 total.input_tokens += traffic.input_tokens;
                 total.output_tokens += traffic.output_tokens;
@@ -405,31 +406,32 @@ impl UnitEconomics {
         }
         let mut rows: Vec<Row> = self
             .rows
-            .iter()
+            .into_iter()
             .map(|(key, traffic)| {
-                let pool = key
-                    .link
-                    .as_ref()
-                    .and_then(|link| Some((link, self.pools.get(link)?.as_ref()?)));
-                let Some((link, pool)) = pool else {
+                if key.served_by.is_empty() {
                     return Row {
-                        key: key.clone(),
+                        key,
                         served_by: None,
-                        traffic: *traffic,
+                        traffic,
                         direct_cost: None,
                         loaded_cost: None,
                         unit_costs: None,
                     };
-                };
-                let share = share_of(traffic, &pool_traffic[link]);
-                let loaded = pool.loaded * share;
+                }
+                let (mut direct, mut loaded) = (0.0, 0.0);
+                for &i in &key.served_by {
+                    let workload = &self.serving.workloads[i];
+                    let cost = workload.direct * share_of(&traffic, &served_traffic[i]);
+                    direct += cost;
+                    loaded += cost * self.serving.load_factor(&workload.team);
+                }
                 Row {
-                    key: key.clone(),
-                    served_by: Some(pool.served_by.clone()),
-                    traffic: *traffic,
-                    direct_cost: Some(pool.direct * share),
+                    served_by: Some(self.serving.names(&key.served_by)),
+                    key,
+                    traffic,
+                    direct_cost: Some(direct),
                     loaded_cost: Some(loaded),
-                    unit_costs: Some(unit_costs(loaded, traffic)),
+                    unit_costs: Some(unit_costs(loaded, &traffic)),
                 }
             })
             .collect();
@@ -438,12 +440,13 @@ impl UnitEconomics {
     }
 }
 
-/// A row's share of its pool: by tokens, by requests when the pool's requests carry no tokens.
-fn share_of(row: &Traffic, pool: &Traffic) -> f64 {
-    if pool.tokens() > 0 {
-        row.tokens() as f64 / pool.tokens() as f64
+/// A row's share of what a workload served: by tokens, by requests when that traffic carries no
+/// tokens.
+fn share_of(row: &Traffic, served: &Traffic) -> f64 {
+    if served.tokens() > 0 {
+        row.tokens() as f64 / served.tokens() as f64
     } else {
-        row.requests as f64 / pool.requests as f64
+        row.requests as f64 / served.requests as f64
     }
 }
 

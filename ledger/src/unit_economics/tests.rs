@@ -277,3 +277,22 @@ fn throughput_that_breaks_the_ttft_slo_raises_the_cost_per_met_token() {
     assert_eq!(after, 12.5 / 100.0 * 1e6);
     assert!(after > before);
 }
+
+#[test]
+fn a_workload_found_by_name_and_by_model_is_costed_once() {
+    let mut economics = UnitEconomics::new(Slos::default(), serving());
+    // Found by name: ml/serve only. Found by model: ml/serve and ml/serve-b.
+    economics.add(&request(at(2, 1), 20, 10, "success"));
+    let mut by_model = request(at(2, 1), 5, 5, "success");
+    by_model.workload = None;
+    by_model.priority = Some("batch");
+    economics.add(&by_model);
+    let rows = economics.finish();
+    assert_eq!(rows.len(), 2);
+    let (batch, online) = (&rows[0], &rows[1]);
+    // ml/serve's 10.0 over 30 : 10 tokens; ml/serve-b's 6.0 all to the batch row.
+    assert_eq!(online.direct_cost, Some(7.5));
+    assert_eq!(online.served_by.as_deref(), Some("ml/serve"));
+    assert_eq!(batch.direct_cost, Some(2.5 + 6.0));
+    assert_eq!(batch.served_by.as_deref(), Some("ml/serve, ml/serve-b"));
+}

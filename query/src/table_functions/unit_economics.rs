@@ -177,22 +177,21 @@ impl UnitEconomicsTable {
                 vec![sum(cost("cost_busy") + cost("cost_allocated_idle")).alias("direct")],
             )?
             .build()?;
-        let models = scan_window(
-            "allocations",
-            &sources.allocations,
-            "start_time",
-            &self.bounds,
-        )?
-        .filter(
-            col("workload")
-                .is_not_null()
-                .and(col("model").is_not_null()),
-        )?
-        .aggregate(
-            vec![col("namespace"), col("workload"), col("model")],
-            Vec::<Expr>::new(),
-        )?
-        .build()?;
+        // Allocations are clipped to the day they are booked in: those overlapping the window
+        // start on or after the day `from` falls in.
+        let days = (start_of_day(&self.bounds.0), self.bounds.1.clone());
+        let models = scan_window("allocations", &sources.allocations, "start_time", &days)?
+            .filter(
+                col("end_time")
+                    .gt(lit(self.bounds.0.clone()))
+                    .and(col("workload").is_not_null())
+                    .and(col("model").is_not_null()),
+            )?
+            .aggregate(
+                vec![col("namespace"), col("workload"), col("model")],
+                Vec::<Expr>::new(),
+            )?
+            .build()?;
         let bucket_sum = |buckets: &[&str], name: &str| -> DfResult<Expr> {
             let listed = buckets.iter().map(|b| lit(*b)).collect();
             Ok(
@@ -201,7 +200,6 @@ impl UnitEconomicsTable {
                 .alias(name),
             )
         };
-        let days = (start_of_day(&self.bounds.0), self.bounds.1.clone());
         let team_costs = scan_window("cost_entries", &sources.cost_entries, "day", &days)?
             .filter(col("team").is_not_null())?
             .aggregate(
