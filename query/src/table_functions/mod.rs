@@ -1,5 +1,6 @@
 //! Table functions over the ledger for arbitrary windows, each in its own module:
-//! `team_costs(from, to)`, `idle_summary(from, to)` and `unit_economics(from, to)`. `from` is inclusive and `to` exclusive;
+//! `team_costs(from, to)`, `idle_summary(from, to)`, `unit_economics(from, to)` and
+//! `unit_economics_daily(from, to)`. `from` is inclusive and `to` exclusive;
 //! both take a date (`'2026-11-02'`), a timestamp or a timestamp string.
 
 mod idle_summary;
@@ -35,7 +36,13 @@ pub fn register_all(ctx: &SessionContext, sources: UnitEconomicsSources) {
             gpu_hours: Arc::clone(&sources.gpu_hours),
         }),
     );
-    ctx.register_udtf("unit_economics", Arc::new(UnitEconomicsFunction(sources)));
+    for daily in [false, true] {
+        let function = UnitEconomicsFunction {
+            sources: sources.clone(),
+            daily,
+        };
+        ctx.register_udtf(function.name(), Arc::new(function));
+    }
 }
 
 /// The `(from, to)` arguments as UTC timestamps in microseconds.

@@ -24,6 +24,10 @@
 //! - `cost_per_1m_tokens`, `cost_per_successful_request` and `slo_missed_cost` are over the
 //!   loaded cost: cost / SLO-met tokens × 1e6, cost / SLO-met requests (NULL when none), and the
 //!   missed traffic's token share of the cost.
+//!
+//! `unit_economics_daily(from, to)` gives the same rows per UTC day the window touches (a leading
+//! `day` column), each day computed as `unit_economics` over that day's part of the window. It is
+//! a function rather than a view so that a query names its window and reads only those days.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
@@ -66,14 +70,30 @@ pub struct UnitEconomicsSources {
     pub catalog: Catalog,
 }
 
+/// `unit_economics(from, to)`, or `unit_economics_daily(from, to)` when `daily`: the same rows
+/// for each UTC day of the window, each day costed on its own, with a leading `day` column.
 #[derive(Debug)]
-pub struct UnitEconomicsFunction(pub UnitEconomicsSources);
+pub struct UnitEconomicsFunction {
+    pub sources: UnitEconomicsSources,
+    pub daily: bool,
+}
+
+impl UnitEconomicsFunction {
+    pub fn name(&self) -> &'static str {
+        if self.daily {
+            "unit_economics_daily"
+        } else {
+            "unit_economics"
+        }
+    }
+}
 
 impl TableFunctionImpl for UnitEconomicsFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
         Ok(Arc::new(UnitEconomicsTable {
-            sources: self.0.clone(),
-            bounds: window("unit_economics", &args)?,
+            sources: self.sources.clone(),
+            bounds: window(self.name(), &args)?,
+            daily: self.daily,
         }))
     }
 }
@@ -83,7 +103,14 @@ impl TableFunctionImpl for UnitEconomicsFunction {
 struct UnitEconomicsTable {
     sources: UnitEconomicsSources,
     bounds: (ScalarValue, ScalarValue),
+    daily: bool,
 }
+
+static DAILY_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let mut fields = vec![Arc::new(Field::new("day", timestamp(), false))];
+    fields.extend(SCHEMA.fields().iter().cloned());
+    Arc::new(Schema::new(fields))
+});
 
 static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     let text = |name| Field::new(name, DataType::Utf8, true);
@@ -116,7 +143,11 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 #[async_trait]
 impl TableProvider for UnitEconomicsTable {
     fn schema(&self) -> SchemaRef {
-        SCHEMA.clone()
+        if self.daily {
+            DAILY_SCHEMA.clone()
+        } else {
+            SCHEMA.clone()
+        }
     }
 
     fn table_type(&self) -> TableType {
@@ -130,18 +161,61 @@ impl TableProvider for UnitEconomicsTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let mut economics = UnitEconomics::new(self.slos().await?, self.serving(state).await?);
-        self.add_requests(state, &mut economics).await?;
-        let batch = rows_batch(&economics.finish())?;
+        let slos = self.slos().await?;
+        let mut batches = Vec::new();
+        if self.daily {
+            for (day, bounds) in days(&self.bounds) {
+                let rows = self.rows(state, &slos, &bounds).await?;
+                let batch = rows_batch(&rows)?;
+                let day = ScalarValue::TimestampMicrosecond(Some(day), Some("UTC".into()))
+                    .to_array_of_size(rows.len())?;
+                let mut columns = vec![day];
+                columns.extend(batch.columns().iter().cloned());
+                batches.push(RecordBatch::try_new(DAILY_SCHEMA.clone(), columns)?);
+            }
+        } else {
+            batches.push(rows_batch(&self.rows(state, &slos, &self.bounds).await?)?);
+        }
         Ok(MemorySourceConfig::try_new_exec(
-            &[vec![batch]],
+            &[batches],
             self.schema(),
             projection.cloned(),
         )?)
     }
 }
 
+/// The UTC days a window touches, each with its part of the window.
+fn days((from, to): &(ScalarValue, ScalarValue)) -> Vec<(i64, (ScalarValue, ScalarValue))> {
+    let (
+        ScalarValue::TimestampMicrosecond(Some(from), tz),
+        ScalarValue::TimestampMicrosecond(Some(to), _),
+    ) = (from, to)
+    else {
+        return Vec::new();
+    };
+    let at = |t: i64| ScalarValue::TimestampMicrosecond(Some(t), tz.clone());
+    let mut days = Vec::new();
+    let mut day = from.div_euclid(MICROS_PER_DAY) * MICROS_PER_DAY;
+    while day < *to {
+        let next = day + MICROS_PER_DAY;
+        days.push((day, (at(day.max(*from)), at(next.min(*to)))));
+        day = next;
+    }
+    days
+}
+
 impl UnitEconomicsTable {
+    async fn rows(
+        &self,
+        state: &dyn Session,
+        slos: &Slos,
+        bounds: &(ScalarValue, ScalarValue),
+    ) -> DfResult<Vec<Row>> {
+        let mut economics = UnitEconomics::new(slos.clone(), self.serving(state, bounds).await?);
+        self.add_requests(state, bounds, &mut economics).await?;
+        Ok(economics.finish())
+    }
+
     async fn slos(&self) -> DfResult<Slos> {
         let stored = self
             .sources
@@ -167,10 +241,14 @@ impl UnitEconomicsTable {
 
     /// The workloads' GPU cost in the window, the models they serve, and each team's direct and
     /// shared cost over the days the window touches.
-    async fn serving(&self, state: &dyn Session) -> DfResult<Serving> {
+    async fn serving(
+        &self,
+        state: &dyn Session,
+        bounds: &(ScalarValue, ScalarValue),
+    ) -> DfResult<Serving> {
         let sources = &self.sources;
         let cost = |name: &str| coalesce(vec![col(name), lit(0.0)]);
-        let workloads = scan_window("gpu_hours", &sources.gpu_hours, "hour", &self.bounds)?
+        let workloads = scan_window("gpu_hours", &sources.gpu_hours, "hour", bounds)?
             .filter(col("team").is_not_null().and(col("workload").is_not_null()))?
             .aggregate(
                 vec![col("team"), col("namespace"), col("workload")],
@@ -179,11 +257,11 @@ impl UnitEconomicsTable {
             .build()?;
         // Allocations are clipped to the day they are booked in: those overlapping the window
         // start on or after the day `from` falls in.
-        let days = (start_of_day(&self.bounds.0), self.bounds.1.clone());
+        let days = (start_of_day(&bounds.0), bounds.1.clone());
         let models = scan_window("allocations", &sources.allocations, "start_time", &days)?
             .filter(
                 col("end_time")
-                    .gt(lit(self.bounds.0.clone()))
+                    .gt(lit(bounds.0.clone()))
                     .and(col("workload").is_not_null())
                     .and(col("model").is_not_null()),
             )?
@@ -264,6 +342,7 @@ impl UnitEconomicsTable {
     async fn add_requests(
         &self,
         state: &dyn Session,
+        bounds: &(ScalarValue, ScalarValue),
         economics: &mut UnitEconomics,
     ) -> DfResult<()> {
         let columns = [
@@ -281,7 +360,7 @@ impl UnitEconomicsTable {
             "status",
             "cache_hit",
         ];
-        let plan = scan_window("token_usage", &self.sources.token_usage, "ts", &self.bounds)?
+        let plan = scan_window("token_usage", &self.sources.token_usage, "ts", bounds)?
             .project(columns.map(col))?
             .build()?;
         let physical = state.create_physical_plan(&plan).await?;
