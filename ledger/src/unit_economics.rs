@@ -80,22 +80,25 @@ pub fn slo_met(outcome: &Outcome, slo: Option<&SloSpec>) -> bool {
 /// The declared SLOs, looked up by model and priority: an SLO for the request's priority wins over
 /// the model's `*` SLO.
 #[derive(Debug, Clone, Default)]
-pub struct Slos(HashMap<(String, String), SloSpec>);
+pub struct Slos(HashMap<String, HashMap<String, SloSpec>>);
 
 impl Slos {
     pub fn new(specs: impl IntoIterator<Item = SloSpec>) -> Self {
-        Self(
-            specs
-                .into_iter()
-                .map(|s| ((s.model.clone(), s.priority.clone()), s))
-                .collect(),
-        )
+        let mut by_model: HashMap<String, HashMap<String, SloSpec>> = HashMap::new();
+        for spec in specs {
+            by_model
+                .entry(spec.model.clone())
+                .or_default()
+                .insert(spec.priority.clone(), spec);
+        }
+        Self(by_model)
     }
 
     pub fn find(&self, model: Option<&str>, priority: Option<&str>) -> Option<&SloSpec> {
-        let model = model?;
-        let get = |priority: &str| self.0.get(&(model.to_string(), priority.to_string()));
-        priority.and_then(get).or_else(|| get(ANY_PRIORITY))
+        let by_priority = self.0.get(model?)?;
+        priority
+            .and_then(|p| by_priority.get(p))
+            .or_else(|| by_priority.get(ANY_PRIORITY))
     }
 }
 
