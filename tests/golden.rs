@@ -70,6 +70,11 @@ pub fn load_worked_example(ledger: &Ledger) {
     run_ok(&["ingest", "focus", example("billing.csv").to_str().unwrap()]);
     run_ok(&[
         "ingest",
+        "tokens",
+        example("tokens.jsonl").to_str().unwrap(),
+    ]);
+    run_ok(&[
+        "ingest",
         "dcgm",
         prom.to_str().unwrap(),
         "--cluster",

@@ -12,3 +12,4 @@ mod ingest_pipeline;
 mod ingest_tokens;
 mod ledger;
 mod objects;
+mod unit_economics;

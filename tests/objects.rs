@@ -17,7 +17,7 @@ fn documented_example() -> String {
     doc[start..end].to_string()
 }
 
-const EVERY_OBJECT: [&str; 8] = [
+const EVERY_OBJECT: [&str; 9] = [
     "node/demo/h100-1",
     "reservation/h100-1-failover",
     "shared_cost_rule/network",
@@ -26,6 +26,7 @@ const EVERY_OBJECT: [&str; 8] = [
     "rate_card/A100/spot",
     "manual_cost/slurm-license-2024-09",
     "label_policy/default",
+    "slo/llama-3-70b/online",
 ];
 
 fn lines(objects: &[&str], outcome: &str) -> String {
@@ -110,6 +111,7 @@ fn get_prints_documents_that_apply_takes_back() {
             "rate_card",
             "manual_cost",
             "label_policy",
+            "slo",
         ];
         for kind in kinds {
             for format in ["json", "yaml"] {

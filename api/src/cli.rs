@@ -143,7 +143,7 @@ pub enum ObjectFormat {
 
 #[derive(Debug, clap::Args)]
 pub struct GetArgs {
-    /// node, reservation, shared_cost_rule, rate_card, manual_cost or label_policy.
+    /// node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy or slo.
     pub kind: ObjectKind,
 
     /// Only the object of this name (a node is named cluster/node).
@@ -156,7 +156,7 @@ pub struct GetArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct DeleteArgs {
-    /// node, reservation, shared_cost_rule, rate_card, manual_cost or label_policy.
+    /// node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy or slo.
     pub kind: ObjectKind,
 
     /// The object's name, as `get` lists it.

@@ -10,6 +10,7 @@
 //! - `usage.rs`: time-weighted averages, idle classes and unit costs, for SQL over any interval;
 //! - `journal.rs`: the cost journal (`cost_entries`) and the balance;
 //! - `build.rs`: one ledger build, inputs to outputs;
+//! - `unit_economics.rs`: SLO-met requests and the cost per effective token and request;
 //! - `objects.rs`: declared catalog objects (`gpuledger apply`): kinds, typed specs, validation.
 
 pub mod allocation;
@@ -21,4 +22,5 @@ pub mod objects;
 pub mod price;
 pub mod shares;
 pub mod time;
+pub mod unit_economics;
 pub mod usage;

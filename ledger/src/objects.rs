@@ -24,6 +24,7 @@ use crate::amortize::Strategy;
 use crate::build::{ManualCost, Node, RateCardEntry, Reservation};
 use crate::journal::{Basis, SharedCostRule};
 use crate::time::Span;
+use crate::unit_economics::{ANY_PRIORITY, PRIORITIES, SloSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ObjectKind {
@@ -33,16 +34,18 @@ pub enum ObjectKind {
     RateCard,
     ManualCost,
     LabelPolicy,
+    Slo,
 }
 
 impl ObjectKind {
-    pub const ALL: [ObjectKind; 6] = [
+    pub const ALL: [ObjectKind; 7] = [
         ObjectKind::Node,
         ObjectKind::Reservation,
         ObjectKind::SharedCostRule,
         ObjectKind::RateCard,
         ObjectKind::ManualCost,
         ObjectKind::LabelPolicy,
+        ObjectKind::Slo,
     ];
 
     pub fn name(self) -> &'static str {
@@ -53,6 +56,7 @@ impl ObjectKind {
             ObjectKind::RateCard => "rate_card",
             ObjectKind::ManualCost => "manual_cost",
             ObjectKind::LabelPolicy => "label_policy",
+            ObjectKind::Slo => "slo",
         }
     }
 
@@ -71,6 +75,7 @@ impl ObjectKind {
                 "model",
                 "cost_center",
             ],
+            ObjectKind::Slo => &["ttft_ms", "latency_ms", "success_statuses"],
         }
     }
 
@@ -220,6 +225,7 @@ pub fn validate(
         ObjectKind::RateCard => validate_as::<RateCardSpec>(name, spec),
         ObjectKind::ManualCost => validate_as::<ManualCostSpec>(name, spec),
         ObjectKind::LabelPolicy => validate_as::<LabelPolicy>(name, spec),
+        ObjectKind::Slo => validate_as::<SloSpec>(name, spec),
     }
 }
 
@@ -752,6 +758,41 @@ impl Spec for LabelPolicy {
             for value in allowed {
                 not_empty(label, value)?;
             }
+        }
+        Ok(())
+    }
+}
+
+/// Named `model/priority`: the priority never holds a `/`, so a model name may.
+impl Spec for SloSpec {
+    const KIND: ObjectKind = ObjectKind::Slo;
+
+    fn from_spec(spec: &Value) -> Result<Self, ValidationError> {
+        deserialize(spec)
+    }
+
+    fn natural_name(&self) -> Option<String> {
+        Some(format!("{}/{}", self.model, self.priority))
+    }
+
+    fn check(&self) -> Result<(), ValidationError> {
+        check_name("model", &self.model)?;
+        let mut priorities = PRIORITIES.to_vec();
+        priorities.push(ANY_PRIORITY);
+        one_of("priority", &self.priority, &priorities)?;
+        for (path, target) in [("ttft_ms", self.ttft_ms), ("latency_ms", self.latency_ms)] {
+            if let Some(target) = target {
+                non_negative(path, target)?;
+            }
+        }
+        if self.success_statuses.is_empty() {
+            return Err(ValidationError::new(
+                "success_statuses",
+                "must name at least one status (leave it out for [success])",
+            ));
+        }
+        for status in &self.success_statuses {
+            not_empty("success_statuses", status)?;
         }
         Ok(())
     }

@@ -48,8 +48,13 @@ pub fn new_session(lake: &Lake) -> Result<SessionContext, QueryError> {
     }
     table_functions::register_all(
         &ctx,
-        lake_table(Table::GpuHours),
-        lake_table(Table::CostEntries),
+        table_functions::UnitEconomicsSources {
+            token_usage: lake_table(Table::TokenUsage),
+            gpu_hours: lake_table(Table::GpuHours),
+            cost_entries: lake_table(Table::CostEntries),
+            allocations: lake_table(Table::Allocations),
+            catalog: lake.catalog().clone(),
+        },
     );
     let system = Arc::new(MemorySchemaProvider::new());
     for table in SystemTable::ALL {

@@ -153,6 +153,31 @@ fn rate_cards_manual_costs_and_the_label_policy() {
 }
 
 #[test]
+fn an_slo_is_named_model_slash_priority_and_defaults_to_success() {
+    let slo = parsed(
+        json!({"kind": "slo", "spec": {"model": "meta-llama/Llama-3-8B", "priority": "online", "ttft_ms": 500}}),
+    );
+    assert_eq!(slo.name, "meta-llama/Llama-3-8B/online");
+    let spec: SloSpec = slo.spec_as().unwrap();
+    assert_eq!((spec.ttft_ms, spec.latency_ms), (Some(500.0), None));
+    assert_eq!(spec.success_statuses, ["success".to_string()].into());
+    assert_eq!(
+        error_of(json!({"kind": "slo", "spec": {"model": "m", "priority": "urgent"}})),
+        "spec.priority: must be one of online, batch, interactive, * (got 'urgent')"
+    );
+    assert_eq!(
+        error_of(json!({"kind": "slo", "spec": {"model": "m", "priority": "*", "latency_ms": -1}})),
+        "spec.latency_ms: must be a finite number ≥ 0 (got -1)"
+    );
+    assert_eq!(
+        error_of(
+            json!({"kind": "slo", "spec": {"model": "m", "priority": "*", "success_statuses": []}})
+        ),
+        "spec.success_statuses: must name at least one status (leave it out for [success])"
+    );
+}
+
+#[test]
 fn a_document_round_trips_without_its_unset_fields() {
     let object = parsed(reservation());
     let document = object.to_document();
@@ -252,7 +277,7 @@ fn missing_and_unknown_fields_are_named() {
     assert_eq!(error_of(json!({"kind": "node"})), "spec: is required");
     assert_eq!(
         error_of(json!({"kind": "nodes", "spec": {}})),
-        "kind: unknown kind 'nodes'; known kinds: node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy"
+        "kind: unknown kind 'nodes'; known kinds: node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy, slo"
     );
     assert_eq!(
         error_of(json!("node")),

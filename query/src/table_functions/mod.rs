@@ -1,9 +1,11 @@
 //! Table functions over the ledger for arbitrary windows, each in its own module:
-//! `team_costs(from, to)` and `idle_summary(from, to)`. `from` is inclusive and `to` exclusive;
+//! `team_costs(from, to)`, `idle_summary(from, to)`, `unit_economics(from, to)` and
+//! `unit_economics_daily(from, to)`. `from` is inclusive and `to` exclusive;
 //! both take a date (`'2026-11-02'`), a timestamp or a timestamp string.
 
 mod idle_summary;
 mod team_costs;
+mod unit_economics;
 
 use std::sync::Arc;
 
@@ -16,21 +18,31 @@ use datafusion::prelude::SessionContext;
 
 pub use idle_summary::IdleSummary;
 pub use team_costs::TeamCosts;
+pub use unit_economics::{UnitEconomicsFunction, UnitEconomicsSources};
 
-/// Registers every table function of this module, reading the given ledger tables.
-pub fn register_all(
-    ctx: &SessionContext,
-    gpu_hours: Arc<dyn TableProvider>,
-    cost_entries: Arc<dyn TableProvider>,
-) {
+/// Registers every table function of this module, reading the given lake tables (and, for the
+/// SLOs of `unit_economics`, the catalog).
+pub fn register_all(ctx: &SessionContext, sources: UnitEconomicsSources) {
     ctx.register_udtf(
         "team_costs",
         Arc::new(TeamCosts {
-            gpu_hours: Arc::clone(&gpu_hours),
-            cost_entries,
+            gpu_hours: Arc::clone(&sources.gpu_hours),
+            cost_entries: Arc::clone(&sources.cost_entries),
         }),
     );
-    ctx.register_udtf("idle_summary", Arc::new(IdleSummary { gpu_hours }));
+    ctx.register_udtf(
+        "idle_summary",
+        Arc::new(IdleSummary {
+            gpu_hours: Arc::clone(&sources.gpu_hours),
+        }),
+    );
+    for daily in [false, true] {
+        let function = UnitEconomicsFunction {
+            sources: sources.clone(),
+            daily,
+        };
+        ctx.register_udtf(function.name(), Arc::new(function));
+    }
 }
 
 /// The `(from, to)` arguments as UTC timestamps in microseconds.
