@@ -12,6 +12,9 @@ use gpuledger_query::ledger_build::{
 use crate::EXIT_REJECTED;
 use crate::cli::{LedgerArgs, LedgerCommand};
 
+/// Warnings printed per day; the rest are counted (a sample cluster can warn about every job).
+const WARNINGS_SHOWN: usize = 3;
+
 pub async fn run(lake: &Lake, args: LedgerArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let declared = declared(lake).await?;
     match args.command {
@@ -44,15 +47,22 @@ pub async fn run(lake: &Lake, args: LedgerArgs) -> Result<ExitCode, Box<dyn std:
                     b.billed,
                     b.manual,
                     b.rate_card,
-                    b.accounted,
+                    b.accounted + 0.0, // prints -0.0 as 0.00
                     if b.balances() {
                         "balanced"
                     } else {
                         "DOES NOT BALANCE"
                     }
                 );
-                for warning in &day.warnings {
+                for warning in day.warnings.iter().take(WARNINGS_SHOWN) {
                     eprintln!("  warning: {warning}");
+                }
+                if day.warnings.len() > WARNINGS_SHOWN {
+                    eprintln!(
+                        "  … and {} more warnings for {}",
+                        day.warnings.len() - WARNINGS_SHOWN,
+                        day.day
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)

@@ -14,6 +14,8 @@ mod outputs;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::TimestampMicrosecondType;
 use chrono::{DateTime, NaiveDate, Utc};
 use datafusion::prelude::SessionContext;
 use gpuledger_lake::Lake;
@@ -141,17 +143,32 @@ pub async fn build_ledger(
     Ok(reports)
 }
 
-/// The days that have landed telemetry, events or billing: what `ledger build` builds when no
-/// range is given (sample data can span years with nothing in between).
+/// The days that have telemetry or scheduler events, and the days billing lines cover: what
+/// `ledger build` builds when no range is given. Sample data can span years with nothing in
+/// between, so these are the days with rows, not every day between the first and the last.
 pub async fn input_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, QueryError> {
+    let ctx = new_session(lake)?;
+    let sql = "SELECT DISTINCT date_trunc('day', ts) AS first, date_trunc('day', ts) AS last FROM gpu_samples
+               UNION SELECT DISTINCT date_trunc('day', ts), date_trunc('day', ts) FROM scheduler_events
+               UNION SELECT DISTINCT date_trunc('day', charge_period_start),
+                            date_trunc('day', coalesce(charge_period_end, charge_period_start) - INTERVAL '1 microsecond')
+                     FROM billing_lines";
     let mut days = BTreeSet::new();
-    for table in [
-        Table::GpuSamples,
-        Table::SchedulerEvents,
-        Table::BillingLines,
-    ] {
-        for file in lake.catalog().active_files(table, None, None).await? {
-            days.extend(days_between(date_of(file.min_ts), date_of(file.max_ts)));
+    for batch in ctx.sql(sql).await?.collect().await? {
+        let (first, last) = (
+            batch.column(0).as_primitive::<TimestampMicrosecondType>(),
+            batch.column(1).as_primitive::<TimestampMicrosecondType>(),
+        );
+        for row in 0..batch.num_rows() {
+            let last = if last.is_valid(row) {
+                last.value(row)
+            } else {
+                first.value(row)
+            };
+            days.extend(days_between(
+                date_of(first.value(row)),
+                date_of(last.max(first.value(row))),
+            ));
         }
     }
     Ok(days)
