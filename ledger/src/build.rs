@@ -18,7 +18,7 @@ use crate::journal::{
     Balance, CostEntry, DailyBasis, SharedCostRule, SharedItem, amortize, by_day, consolidate,
 };
 use crate::price::split_node_line;
-use crate::time::{Micros, Span, floor_day};
+use crate::time::{MICROS_PER_HOUR, Micros, Span, floor_day, floor_hour};
 
 /// A node of the inventory (`gpuledger apply` kind `node`, or a `node_up` event).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -330,16 +330,13 @@ fn gpu_hours_stage(
                 .iter()
                 .filter(|a| a.cluster == key.0 && a.node == key.1 && a.gpu_index == gpu_index)
                 .collect();
-            let observed = observed_hours(
+            // Observed: every hour with a sample, and every hour an allocation covers.
+            let mut observed = observed_hours(
                 telemetry
                     .iter()
-                    .flat_map(|t| t.samples.iter().map(|s| s.ts))
-                    .chain(
-                        gpu_allocations
-                            .iter()
-                            .flat_map(|a| [a.span.start, a.span.end - 1]),
-                    ),
+                    .flat_map(|t| t.samples.iter().map(|s| s.ts)),
             );
+            observed.extend(gpu_allocations.iter().map(|a| whole_hours(a.span)));
             let mut existence: Vec<Span> = match price {
                 Some(NodePrice::Billed(segments)) => segments.iter().map(|p| p.span).collect(),
                 _ => Vec::new(),
@@ -476,6 +473,14 @@ fn rate_card_price(rate_card: &[RateCardEntry], node: &Node) -> Option<f64> {
         .find(|r| r.gpu_model == node.gpu_model && r.capacity_type == node.capacity_type)
         .or_else(|| rate_card.iter().find(|r| r.gpu_model == node.gpu_model))
         .map(|r| r.price_per_gpu_hour)
+}
+
+/// The whole hours a span touches.
+fn whole_hours(span: Span) -> Span {
+    Span::new(
+        floor_hour(span.start),
+        floor_hour(span.end - 1) + MICROS_PER_HOUR,
+    )
 }
 
 /// Node faults from `node_down` … `node_up` events (open at the window's end when not back up).

@@ -242,7 +242,8 @@ proptest! {
                 let rows: Vec<&GpuHour> = out.gpu_hours.iter().filter(|r| r.node == node.node && r.gpu_index == gpu).collect();
                 let mut existence = billed.clone();
                 let allocated = out.allocations.iter().filter(|a| a.node == node.node && a.gpu_index == gpu);
-                existence.extend(observed_hours(allocated.flat_map(|a| [a.span.start, a.span.end - 1])).into_iter().map(|s| s.intersect(&inputs.window)));
+                // An allocation makes every hour it touches observed, the middle ones too.
+                existence.extend(allocated.flat_map(|a| (a.span.start.div_euclid(H)..(a.span.end + H - 1).div_euclid(H)).map(|h| Span::new(h * H, (h + 1) * H))).map(|s| s.intersect(&inputs.window)));
                 let want = union_seconds(existence);
                 let got: f64 = rows.iter().map(|r| r.seconds()).sum();
                 prop_assert!((got - want).abs() < 1e-6 * want.max(1.0), "{}/{gpu}: {got} s in rows, {want} s existed", node.node);
