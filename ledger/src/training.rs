@@ -208,7 +208,8 @@ impl TrainingRuns {
                         .iter()
                         .filter(|r| r.ending == ending)
                         .map(Run::lost_gpu_hours)
-                        .sum()
+                        // `Sum` of no floats is -0.0.
+                        .fold(0.0, |total, hours| total + hours)
                 };
                 let (failed_hours, preempted_hours) =
                     (lost(Ending::Failed), lost(Ending::Preempted));
