@@ -26,39 +26,45 @@ pub fn example(file: &str) -> PathBuf {
         .join(file)
 }
 
-/// dcgm-exporter text with per-sample timestamps: n1 GPU 0 busy (SM 0.60) for 4 h then idle
-/// (0.01) for 2 h; n2 GPU 0 busy (0.90) for 2 h; 400 W throughout; a scrape every 30 s.
+/// Appends dcgm-exporter text with per-sample timestamps for GPU `gpu` of `host` (UUID
+/// `GPU-<host>-<gpu>`): a scrape every 30 s for `hours` from 2026-11-02, SM activity `sm(second)`,
+/// 400 W throughout.
+pub fn dcgm_series(text: &mut String, host: &str, gpu: u32, hours: i64, sm: &dyn Fn(i64) -> f64) {
+    let labels =
+        format!("gpu=\"{gpu}\",UUID=\"GPU-{host}-{gpu}\",modelName=\"NVIDIA\",Hostname=\"{host}\"");
+    for t in (0..hours * 3600).step_by(30) {
+        let ms = DAY_MS + t * 1000;
+        writeln!(text, "DCGM_FI_PROF_SM_ACTIVE{{{labels}}} {:.6} {ms}", sm(t)).unwrap();
+        writeln!(text, "DCGM_FI_DEV_POWER_USAGE{{{labels}}} 400.000000 {ms}").unwrap();
+    }
+}
+
+/// n1 GPU 0 busy (SM 0.60) for 4 h then idle (0.01) for 2 h; n2 GPU 0 busy (0.90) for 2 h.
 fn telemetry() -> String {
     let mut text = String::new();
-    let mut series = |host: &str, uuid: &str, hours: i64, sm: &dyn Fn(i64) -> f64| {
-        for t in (0..hours * 3600).step_by(30) {
-            let labels =
-                format!("gpu=\"0\",UUID=\"{uuid}\",modelName=\"NVIDIA\",Hostname=\"{host}\"");
-            let ms = DAY_MS + t * 1000;
-            writeln!(text, "DCGM_FI_PROF_SM_ACTIVE{{{labels}}} {:.6} {ms}", sm(t)).unwrap();
-            writeln!(text, "DCGM_FI_DEV_POWER_USAGE{{{labels}}} 400.000000 {ms}").unwrap();
-        }
-    };
-    series("n1", "GPU-n1-0", 6, &|t| {
+    dcgm_series(&mut text, "n1", 0, 6, &|t| {
         if t < 4 * 3600 { 0.6 } else { 0.01 }
     });
-    series("n2", "GPU-n2-0", 2, &|_| 0.9);
+    dcgm_series(&mut text, "n2", 0, 2, &|_| 0.9);
     text
+}
+
+/// Runs `gpuledger args` in `ledger`; its stdout, or the test fails with its output.
+pub fn run_ok(ledger: &Ledger, args: &[&str]) -> String {
+    let out = ledger.run(args);
+    assert!(
+        out.status.success(),
+        "[{}] gpuledger {}: {}",
+        ledger.backend,
+        args.join(" "),
+        describe(&out)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// Lands the worked example in `ledger` and builds its ledger.
 pub fn load_worked_example(ledger: &Ledger) {
-    let run_ok = |args: &[&str]| {
-        let out = ledger.run(args);
-        assert!(
-            out.status.success(),
-            "[{}] gpuledger {}: {}",
-            ledger.backend,
-            args.join(" "),
-            describe(&out)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let run_ok = |args: &[&str]| run_ok(ledger, args);
     let prom = ledger.dir.path().join("telemetry.prom");
     std::fs::write(&prom, telemetry()).unwrap();
     run_ok(&["apply", example("objects.yaml").to_str().unwrap()]);
@@ -152,17 +158,26 @@ impl sqllogictest::AsyncDB for Session {
 
 #[test]
 fn golden_sql_files_hold_on_the_worked_example() {
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/sql"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "slt"))
-            .collect();
+    run_golden_files("tests/sql", load_worked_example);
+}
+
+/// Runs every `.slt` file of `sql_dir` (relative to the repository root) against each backend's
+/// lake after `load` has landed its example there.
+pub fn run_golden_files(sql_dir: &str, load: fn(&Ledger)) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(sql_dir),
+    )
+    .unwrap()
+    .map(|e| e.unwrap().path())
+    .filter(|p| p.extension().is_some_and(|e| e == "slt"))
+    .collect();
     files.sort();
-    assert!(files.len() >= 5, "golden files: {files:?}");
+    assert!(!files.is_empty(), "no golden files in {sql_dir}");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     for ledger in ledgers() {
-        load_worked_example(&ledger);
+        load(&ledger);
         let config = LakeConfig {
             data: ledger.data_dir().display().to_string(),
             catalog: Some(ledger.catalog.clone()),

@@ -12,4 +12,5 @@ mod ingest_pipeline;
 mod ingest_tokens;
 mod ledger;
 mod objects;
+mod training;
 mod unit_economics;

@@ -22,5 +22,6 @@ pub mod objects;
 pub mod price;
 pub mod shares;
 pub mod time;
+pub mod training;
 pub mod unit_economics;
 pub mod usage;

@@ -53,6 +53,7 @@ pub fn new_session(lake: &Lake) -> Result<SessionContext, QueryError> {
             gpu_hours: lake_table(Table::GpuHours),
             cost_entries: lake_table(Table::CostEntries),
             allocations: lake_table(Table::Allocations),
+            scheduler_events: lake_table(Table::SchedulerEvents),
             catalog: lake.catalog().clone(),
         },
     );

@@ -1,10 +1,11 @@
 //! Table functions over the ledger for arbitrary windows, each in its own module:
 //! `team_costs(from, to)`, `idle_summary(from, to)`, `unit_economics(from, to)` and
-//! `unit_economics_daily(from, to)`. `from` is inclusive and `to` exclusive;
+//! `unit_economics_daily(from, to)`, `training_economics(from, to)`. `from` is inclusive and `to` exclusive;
 //! both take a date (`'2026-11-02'`), a timestamp or a timestamp string.
 
 mod idle_summary;
 mod team_costs;
+mod training_economics;
 mod unit_economics;
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use datafusion::prelude::SessionContext;
 
 pub use idle_summary::IdleSummary;
 pub use team_costs::TeamCosts;
+pub use training_economics::TrainingEconomics;
 pub use unit_economics::{UnitEconomicsFunction, UnitEconomicsSources};
 
 /// Registers every table function of this module, reading the given lake tables (and, for the
@@ -43,6 +45,13 @@ pub fn register_all(ctx: &SessionContext, sources: UnitEconomicsSources) {
         };
         ctx.register_udtf(function.name(), Arc::new(function));
     }
+    ctx.register_udtf(
+        "training_economics",
+        Arc::new(TrainingEconomics {
+            gpu_hours: Arc::clone(&sources.gpu_hours),
+            scheduler_events: Arc::clone(&sources.scheduler_events),
+        }),
+    );
 }
 
 /// The `(from, to)` arguments as UTC timestamps in microseconds.

@@ -60,13 +60,15 @@ use gpuledger_ledger::unit_economics::{
 use super::{scan_window, window};
 use crate::error::to_df;
 
-/// The lake tables unit economics reads, and the catalog that holds the SLOs.
+/// The lake tables the unit and training economics read, and the catalog that holds the SLOs.
 #[derive(Debug, Clone)]
 pub struct UnitEconomicsSources {
     pub token_usage: Arc<dyn TableProvider>,
     pub gpu_hours: Arc<dyn TableProvider>,
     pub cost_entries: Arc<dyn TableProvider>,
     pub allocations: Arc<dyn TableProvider>,
+    /// Read by `training_economics`.
+    pub scheduler_events: Arc<dyn TableProvider>,
     pub catalog: Catalog,
 }
 
@@ -424,38 +426,38 @@ fn start_of_day(bound: &ScalarValue) -> ScalarValue {
     }
 }
 
-async fn run(state: &dyn Session, plan: LogicalPlan) -> DfResult<Vec<RecordBatch>> {
+pub(super) async fn run(state: &dyn Session, plan: LogicalPlan) -> DfResult<Vec<RecordBatch>> {
     let physical = state.create_physical_plan(&plan).await?;
     collect(physical, state.task_ctx()).await
 }
 
 /// A column as `data_type` (Parquet may hand strings back as views).
-fn column(batch: &RecordBatch, name: &str, data_type: &DataType) -> DfResult<ArrayRef> {
+pub(super) fn column(batch: &RecordBatch, name: &str, data_type: &DataType) -> DfResult<ArrayRef> {
     let array = batch
         .column_by_name(name)
-        .ok_or_else(|| DataFusionError::Internal(format!("unit_economics: no column {name}")))?;
+        .ok_or_else(|| DataFusionError::Internal(format!("no column {name}")))?;
     Ok(cast(array, data_type)?)
 }
 
-fn strings(batch: &RecordBatch, name: &str) -> DfResult<StringArray> {
+pub(super) fn strings(batch: &RecordBatch, name: &str) -> DfResult<StringArray> {
     Ok(column(batch, name, &DataType::Utf8)?
         .as_string::<i32>()
         .clone())
 }
 
-fn integers(batch: &RecordBatch, name: &str) -> DfResult<Int64Array> {
+pub(super) fn integers(batch: &RecordBatch, name: &str) -> DfResult<Int64Array> {
     Ok(column(batch, name, &DataType::Int64)?
         .as_primitive::<Int64Type>()
         .clone())
 }
 
-fn floats(batch: &RecordBatch, name: &str) -> DfResult<Float64Array> {
+pub(super) fn floats(batch: &RecordBatch, name: &str) -> DfResult<Float64Array> {
     Ok(column(batch, name, &DataType::Float64)?
         .as_primitive::<Float64Type>()
         .clone())
 }
 
-fn text(values: &StringArray, row: usize) -> Option<&str> {
+pub(super) fn text(values: &StringArray, row: usize) -> Option<&str> {
     values.is_valid(row).then(|| values.value(row))
 }
 

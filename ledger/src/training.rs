@@ -1,0 +1,249 @@
+//! Training economics (DESIGN §7): what a training workload's GPU time bought. Work done after a
+//! run's last checkpoint is lost when the run fails or is preempted, so only the time up to that
+//! checkpoint is *effective*; the lost GPU time, priced at the workload's own GPU-hour price, is
+//! the failure loss (failed runs) or the recompute cost (preempted or evicted runs).
+//!
+//! Rules:
+//! - a **run** is one pod from its `start` event to its next `stop`, `preempted` or `evicted`
+//!   event; a `stop` whose reason is `finished`, `succeeded` or `completed` succeeded, any other
+//!   `stop` failed; a run still open at the end of the events is running (fully effective so far);
+//! - a workload is **training** when a start event says `workload_type: training` or when any of
+//!   its events is a `checkpoint` or `progress`;
+//! - **lost time** of a failed or preempted run: from its last checkpoint (its start when it never
+//!   checkpointed) to its end, times its GPUs;
+//! - `progress` events carry counters **cumulative within the run**: a run's effective samples and
+//!   tokens are those of its last progress event, or for a failed or preempted run of its last
+//!   progress event at or before its last checkpoint (later work is recomputed);
+//! - the **GPU-hour price** is the workload's ledger cost over its allocated GPU-hours.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::time::{MICROS_PER_HOUR, Micros};
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    Running,
+    Succeeded,
+    Failed,
+    Preempted,
+}
+
+/// One scheduler event, as `scheduler_events` holds it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Event<'a> {
+    pub ts: Micros,
+    pub kind: &'a str,
+    pub namespace: Option<&'a str>,
+    pub workload: Option<&'a str>,
+    pub pod: Option<&'a str>,
+    pub gpus: Option<f64>,
+    pub reason: Option<&'a str>,
+    pub samples: Option<i64>,
+    pub tokens: Option<i64>,
+    pub team: Option<&'a str>,
+    pub workload_type: Option<&'a str>,
+}
+
+/// A workload: its namespace and name.
+pub type WorkloadKey = (Option<String>, String);
+
+/// One run of a pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    pub start: Micros,
+    pub end: Option<Micros>,
+    pub gpus: f64,
+    pub ending: Ending,
+    pub last_checkpoint: Option<Micros>,
+    /// Counters of the last progress event, and of the last one at or before the last checkpoint.
+    pub progress: (i64, i64),
+    pub checkpointed_progress: (i64, i64),
+}
+
+impl Run {
+    /// GPU-hours after the last checkpoint of a run that failed or was preempted.
+    pub fn lost_gpu_hours(&self) -> f64 {
+        match (self.ending, self.end) {
+            (Ending::Failed | Ending::Preempted, Some(end)) => {
+                let from = self.last_checkpoint.unwrap_or(self.start);
+                (end - from).max(0) as f64 / MICROS_PER_HOUR as f64 * self.gpus
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// Samples and tokens that need not be recomputed.
+    pub fn effective_progress(&self) -> (i64, i64) {
+        match self.ending {
+            Ending::Failed | Ending::Preempted => self.checkpointed_progress,
+            Ending::Running | Ending::Succeeded => self.progress,
+        }
+    }
+}
+
+/// A workload's ledger cost (busy + allocated idle) and allocated GPU-hours in the window.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct WorkloadCost {
+    pub cost: f64,
+    pub gpu_hours: f64,
+}
+
+/// One row of `training_economics`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub team: Option<String>,
+    pub namespace: Option<String>,
+    pub workload: String,
+    pub runs: i64,
+    pub succeeded: i64,
+    pub failed: i64,
+    pub preempted: i64,
+    /// Succeeded over ended runs; `None` when no run ended.
+    pub success_rate: Option<f64>,
+    pub gpu_hours: f64,
+    pub effective_gpu_hours: f64,
+    pub cost: f64,
+    pub failure_loss: Option<f64>,
+    pub recompute_cost: Option<f64>,
+    pub samples: i64,
+    pub tokens: i64,
+    pub cost_per_1m_samples: Option<f64>,
+    pub cost_per_1b_tokens: Option<f64>,
+}
+
+#[derive(Debug, Default)]
+struct Workload {
+    team: Option<String>,
+    training: bool,
+    runs: Vec<Run>,
+    /// Index in `runs` of each pod's open run.
+    open: HashMap<String, usize>,
+}
+
+/// Collects runs from scheduler events fed in time order.
+#[derive(Debug, Default)]
+pub struct TrainingRuns {
+    workloads: BTreeMap<WorkloadKey, Workload>,
+}
+
+const SUCCESS_REASONS: [&str; 3] = ["finished", "succeeded", "completed"];
+
+impl TrainingRuns {
+    pub fn add(&mut self, event: &Event) {
+        let (Some(name), Some(pod)) = (event.workload, event.pod) else {
+            return;
+        };
+        let key = (event.namespace.map(str::to_string), name.to_string());
+        let workload = self.workloads.entry(key).or_default();
+        if event.kind == "start" {
+            workload.training |= event.workload_type == Some("training");
+            if workload.team.is_none() {
+                workload.team = event.team.map(str::to_string);
+            }
+            workload.runs.push(Run {
+                start: event.ts,
+                end: None,
+                gpus: event.gpus.unwrap_or(0.0),
+                ending: Ending::Running,
+                last_checkpoint: None,
+                progress: (0, 0),
+                checkpointed_progress: (0, 0),
+            });
+            workload
+                .open
+                .insert(pod.to_string(), workload.runs.len() - 1);
+            return;
+        }
+        workload.training |= matches!(event.kind, "checkpoint" | "progress");
+        let Some(&index) = workload.open.get(pod) else {
+            return;
+        };
+        let run = &mut workload.runs[index];
+        let ending = match event.kind {
+            "checkpoint" => {
+                run.last_checkpoint = Some(event.ts);
+                run.checkpointed_progress = run.progress;
+                None
+            }
+            "progress" => {
+                run.progress = (
+                    event.samples.unwrap_or(run.progress.0),
+                    event.tokens.unwrap_or(run.progress.1),
+                );
+                None
+            }
+            "stop" if event.reason.is_some_and(|r| SUCCESS_REASONS.contains(&r)) => {
+                Some(Ending::Succeeded)
+            }
+            "stop" => Some(Ending::Failed),
+            "preempted" | "evicted" => Some(Ending::Preempted),
+            _ => None,
+        };
+        if let Some(ending) = ending {
+            run.ending = ending;
+            run.end = Some(event.ts);
+            workload.open.remove(pod);
+        }
+    }
+
+    /// One row per training workload. `costs` holds each workload's ledger cost and the team the
+    /// ledger charged (which wins over the scheduler's team label).
+    pub fn finish(self, costs: &HashMap<WorkloadKey, (String, WorkloadCost)>) -> Vec<Row> {
+        self.workloads
+            .into_iter()
+            .filter(|(_, w)| w.training)
+            .map(|(key, w)| {
+                let charged = costs.get(&key);
+                let cost = charged.map(|(_, c)| *c).unwrap_or_default();
+                let count = |ending| w.runs.iter().filter(|r| r.ending == ending).count() as i64;
+                let (succeeded, failed, preempted) = (
+                    count(Ending::Succeeded),
+                    count(Ending::Failed),
+                    count(Ending::Preempted),
+                );
+                let ended = succeeded + failed + preempted;
+                let lost = |ending| -> f64 {
+                    w.runs
+                        .iter()
+                        .filter(|r| r.ending == ending)
+                        .map(Run::lost_gpu_hours)
+                        // `Sum` of no floats is -0.0.
+                        .fold(0.0, |total, hours| total + hours)
+                };
+                let (failed_hours, preempted_hours) =
+                    (lost(Ending::Failed), lost(Ending::Preempted));
+                let price = (cost.gpu_hours > 0.0).then(|| cost.cost / cost.gpu_hours);
+                let (samples, tokens) = w
+                    .runs
+                    .iter()
+                    .map(Run::effective_progress)
+                    .fold((0, 0), |(s, t), (rs, rt)| (s + rs, t + rt));
+                let per =
+                    |units: i64, scale: f64| (units > 0).then(|| cost.cost / units as f64 * scale);
+                Row {
+                    team: charged.map(|(team, _)| team.clone()).or(w.team),
+                    namespace: key.0,
+                    workload: key.1,
+                    runs: w.runs.len() as i64,
+                    succeeded,
+                    failed,
+                    preempted,
+                    success_rate: (ended > 0).then(|| succeeded as f64 / ended as f64),
+                    gpu_hours: cost.gpu_hours,
+                    effective_gpu_hours: (cost.gpu_hours - failed_hours - preempted_hours).max(0.0),
+                    cost: cost.cost,
+                    failure_loss: price.map(|p| failed_hours * p),
+                    recompute_cost: price.map(|p| preempted_hours * p),
+                    samples,
+                    tokens,
+                    cost_per_1m_samples: per(samples, 1e6),
+                    cost_per_1b_tokens: per(tokens, 1e9),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

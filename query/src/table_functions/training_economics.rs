@@ -1,0 +1,255 @@
+//! `training_economics(from, to)`: what each training workload's GPU time bought (DESIGN §7).
+//!
+//! ```sql
+//! select team, workload, success_rate, effective_gpu_hours, failure_loss, cost_per_1m_samples
+//! from training_economics('2026-11-02', '2026-11-09') order by failure_loss desc;
+//! ```
+//!
+//! One row per **training** workload: one with a start event labelled `workload_type: training`
+//! or with any `checkpoint` / `progress` event in the window. The rules
+//! (`gpuledger_ledger::training`):
+//! - runs are the pods' `start` events in `[from, to)`, each up to its next `stop` (succeeded when
+//!   the reason is `finished`, `succeeded` or `completed`, failed otherwise), `preempted` or
+//!   `evicted` event in the window; a run still open at `to` counts in `runs` only;
+//! - `gpu_hours` and `cost` are the workload's allocated GPU-hours and busy + allocated idle cost
+//!   in `gpu_hours` over the window; `team` is the team the ledger charged;
+//! - a failed or preempted run loses the GPU time after its last checkpoint (all of it without
+//!   one): `effective_gpu_hours` = `gpu_hours` − lost time; `failure_loss` (failed runs) and
+//!   `recompute_cost` (preempted and evicted runs) price the lost time at cost / `gpu_hours`
+//!   (NULL when the workload has no cost in the window);
+//! - `samples` and `tokens` are cumulative per run: each run contributes its last `progress`
+//!   event, or for a failed or preempted run its last one at or before its last checkpoint;
+//!   `cost_per_1m_samples` and `cost_per_1b_tokens` divide `cost` by that effective work.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampMicrosecondType};
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::functions::expr_fn::coalesce;
+use datafusion::functions_aggregate::expr_fn::sum;
+use datafusion::logical_expr::{Expr, col, lit, when};
+use datafusion::physical_plan::ExecutionPlan;
+use gpuledger_lake::tables::timestamp;
+use gpuledger_ledger::training::{Event, Row, TrainingRuns, WorkloadCost};
+
+use super::unit_economics::{column, floats, integers, run, strings, text};
+use super::{scan_window, window};
+
+#[derive(Debug)]
+pub struct TrainingEconomics {
+    pub gpu_hours: Arc<dyn TableProvider>,
+    pub scheduler_events: Arc<dyn TableProvider>,
+}
+
+impl TableFunctionImpl for TrainingEconomics {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
+        Ok(Arc::new(TrainingEconomicsTable {
+            gpu_hours: Arc::clone(&self.gpu_hours),
+            scheduler_events: Arc::clone(&self.scheduler_events),
+            bounds: window("training_economics", &args)?,
+        }))
+    }
+}
+
+/// One window's training economics, computed when scanned.
+#[derive(Debug)]
+struct TrainingEconomicsTable {
+    gpu_hours: Arc<dyn TableProvider>,
+    scheduler_events: Arc<dyn TableProvider>,
+    bounds: (ScalarValue, ScalarValue),
+}
+
+static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let text = |name| Field::new(name, DataType::Utf8, true);
+    let count = |name| Field::new(name, DataType::Int64, false);
+    let number = |name| Field::new(name, DataType::Float64, true);
+    Arc::new(Schema::new(vec![
+        text("team"),
+        text("namespace"),
+        Field::new("workload", DataType::Utf8, false),
+        count("runs"),
+        count("succeeded"),
+        count("failed"),
+        count("preempted"),
+        number("success_rate"),
+        number("gpu_hours"),
+        number("effective_gpu_hours"),
+        number("cost"),
+        number("failure_loss"),
+        number("recompute_cost"),
+        count("samples"),
+        count("tokens"),
+        number("cost_per_1m_samples"),
+        number("cost_per_1b_tokens"),
+    ]))
+});
+
+#[async_trait]
+impl TableProvider for TrainingEconomicsTable {
+    fn schema(&self) -> SchemaRef {
+        SCHEMA.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let costs = self.costs(state).await?;
+        let runs = self.runs(state).await?;
+        let batch = rows_batch(&runs.finish(&costs))?;
+        Ok(MemorySourceConfig::try_new_exec(
+            &[vec![batch]],
+            self.schema(),
+            projection.cloned(),
+        )?)
+    }
+}
+
+impl TrainingEconomicsTable {
+    /// Each workload's charged team, busy + allocated idle cost and allocated GPU-hours.
+    async fn costs(
+        &self,
+        state: &dyn Session,
+    ) -> DfResult<HashMap<(Option<String>, String), (String, WorkloadCost)>> {
+        let zero = |name: &str| coalesce(vec![col(name), lit(0.0)]);
+        let plan = scan_window("gpu_hours", &self.gpu_hours, "hour", &self.bounds)?
+            .filter(col("team").is_not_null().and(col("workload").is_not_null()))?
+            .aggregate(
+                vec![col("team"), col("namespace"), col("workload")],
+                vec![
+                    sum(zero("cost_busy") + zero("cost_allocated_idle")).alias("cost"),
+                    sum(zero("alloc_seconds") / lit(3600.0)).alias("gpu_hours"),
+                ],
+            )?
+            .build()?;
+        let mut costs = HashMap::new();
+        for batch in run(state, plan).await? {
+            let (team, namespace, workload) = (
+                strings(&batch, "team")?,
+                strings(&batch, "namespace")?,
+                strings(&batch, "workload")?,
+            );
+            let (cost, gpu_hours) = (floats(&batch, "cost")?, floats(&batch, "gpu_hours")?);
+            for row in 0..batch.num_rows() {
+                let key = (
+                    text(&namespace, row).map(str::to_string),
+                    workload.value(row).to_string(),
+                );
+                let (_, total) = costs
+                    .entry(key)
+                    .or_insert_with(|| (team.value(row).to_string(), WorkloadCost::default()));
+                total.cost += cost.value(row);
+                total.gpu_hours += gpu_hours.value(row);
+            }
+        }
+        Ok(costs)
+    }
+
+    /// The window's scheduler events, in time order, folded into runs.
+    async fn runs(&self, state: &dyn Session) -> DfResult<TrainingRuns> {
+        let plan = scan_window(
+            "scheduler_events",
+            &self.scheduler_events,
+            "ts",
+            &self.bounds,
+        )?
+        .filter(col("workload").is_not_null().and(col("pod").is_not_null()))?
+        .sort(vec![col("ts").sort(true, false), same_instant_order()?.sort(true, false)])?
+        .build()?;
+        let mut runs = TrainingRuns::default();
+        for batch in run(state, plan).await? {
+            let ts = column(&batch, "ts", &timestamp())?;
+            let ts = ts.as_primitive::<TimestampMicrosecondType>();
+            let [kind, namespace, workload, pod, reason, team, workload_type] = [
+                "event",
+                "namespace",
+                "workload",
+                "pod",
+                "reason",
+                "team",
+                "workload_type",
+            ]
+            .map(|name| strings(&batch, name));
+            let (kind, namespace, workload, pod, reason, team, workload_type) = (
+                kind?,
+                namespace?,
+                workload?,
+                pod?,
+                reason?,
+                team?,
+                workload_type?,
+            );
+            let (samples, tokens) = (integers(&batch, "samples")?, integers(&batch, "tokens")?);
+            let gpus = floats(&batch, "gpus")?;
+            let count = |values: &Int64Array, row| values.is_valid(row).then(|| values.value(row));
+            for row in 0..batch.num_rows() {
+                runs.add(&Event {
+                    ts: ts.value(row),
+                    kind: kind.value(row),
+                    namespace: text(&namespace, row),
+                    workload: text(&workload, row),
+                    pod: text(&pod, row),
+                    gpus: gpus.is_valid(row).then(|| gpus.value(row)),
+                    reason: text(&reason, row),
+                    samples: count(&samples, row),
+                    tokens: count(&tokens, row),
+                    team: text(&team, row),
+                    workload_type: text(&workload_type, row),
+                });
+            }
+        }
+        Ok(runs)
+    }
+}
+
+/// At one instant progress is reported before the checkpoint that saves it, and both before the
+/// run ends.
+fn same_instant_order() -> DfResult<Expr> {
+    when(col("event").eq(lit("progress")), lit(0))
+        .when(col("event").eq(lit("checkpoint")), lit(1))
+        .otherwise(lit(2))
+}
+
+fn rows_batch(rows: &[Row]) -> DfResult<RecordBatch> {
+    let text = |f: fn(&Row) -> Option<&str>| -> ArrayRef {
+        Arc::new(rows.iter().map(f).collect::<StringArray>())
+    };
+    let count =
+        |f: fn(&Row) -> i64| -> ArrayRef { Arc::new(rows.iter().map(f).collect::<Int64Array>()) };
+    let number = |f: fn(&Row) -> Option<f64>| -> ArrayRef {
+        Arc::new(rows.iter().map(f).collect::<Float64Array>())
+    };
+    let columns = vec![
+        text(|r| r.team.as_deref()),
+        text(|r| r.namespace.as_deref()),
+        text(|r| Some(&r.workload)),
+        count(|r| r.runs),
+        count(|r| r.succeeded),
+        count(|r| r.failed),
+        count(|r| r.preempted),
+        number(|r| r.success_rate),
+        number(|r| Some(r.gpu_hours)),
+        number(|r| Some(r.effective_gpu_hours)),
+        number(|r| Some(r.cost)),
+        number(|r| r.failure_loss),
+        number(|r| r.recompute_cost),
+        count(|r| r.samples),
+        count(|r| r.tokens),
+        number(|r| r.cost_per_1m_samples),
+        number(|r| r.cost_per_1b_tokens),
+    ];
+    Ok(RecordBatch::try_new(SCHEMA.clone(), columns)?)
+}
