@@ -167,7 +167,10 @@ impl TrainingEconomicsTable {
             &self.bounds,
         )?
         .filter(col("workload").is_not_null().and(col("pod").is_not_null()))?
-        .sort(vec![col("ts").sort(true, false), same_instant_order()?.sort(true, false)])?
+        .sort(vec![
+            col("ts").sort(true, false),
+            same_instant_order()?.sort(true, false),
+        ])?
         .build()?;
         let mut runs = TrainingRuns::default();
         for batch in run(state, plan).await? {
