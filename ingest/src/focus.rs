@@ -855,8 +855,8 @@ fn column_text(column: &ArrayRef) -> Result<StringArray, IngestError> {
     if let Some(map) = column.as_map_opt() {
         return map_as_json(map);
     }
-    // A zoned timestamp holds UTC instants: shown without its zone (which Arrow could only name
-    // with its chrono-tz feature) it reads as the UTC it is.
+    // A zoned timestamp holds UTC instants: shown without its zone it reads as the UTC it is,
+    // which is how the FOCUS date rules read a naive time.
     let column = match column.data_type() {
         DataType::Timestamp(unit, Some(_)) => cast(column, &DataType::Timestamp(*unit, None))?,
         _ => column.clone(),

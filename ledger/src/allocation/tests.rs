@@ -104,32 +104,9 @@ fn stop_reasons_running_workloads_and_restarts() {
     assert_eq!(reasons.len(), 5);
 }
 
-#[test]
-fn several_gpus_mig_slices_time_slicing_and_fractions() {
-    let eight = Event {
-        gpu_indices: (0..8).collect(),
-        ..event(0, EventKind::Start, "train")
-    };
-    let mig = Event {
-        gpu_indices: vec![7],
-        mig_profile: Some("3g.40gb".into()),
-        ..event(0, EventKind::Start, "mig")
-    };
-    let replicas: Vec<Event> = (0..4)
-        .map(|i| Event {
-            node: Some("l4-ts".into()),
-            gpu_indices: vec![0],
-            ..event(0, EventKind::Start, &format!("r{i}"))
-        })
-        .collect();
-    let frac = Event {
-        gpu_indices: vec![1],
-        gpu_fraction: Some(0.25),
-        ..event(0, EventKind::Start, "frac")
-    };
-    let mut events = vec![eight, mig, frac];
-    events.extend(replicas);
-    let stops: Vec<Event> = events
+/// Starts the given events at 0 and stops them after one hour; returns each pod's GPU-hours.
+fn gpu_hours_after_one_hour(starts: Vec<Event>) -> impl Fn(&str) -> f64 {
+    let stops: Vec<Event> = starts
         .iter()
         .map(|e| Event {
             ts: H,
@@ -138,23 +115,74 @@ fn several_gpus_mig_slices_time_slicing_and_fractions() {
             ..e.clone()
         })
         .collect();
-    events.extend(stops);
-    let (allocations, warnings) = build(&events);
+    let (allocations, warnings) = build(&[starts, stops].concat());
     assert!(warnings.is_empty(), "{warnings:?}");
-    let gpu_hours = |pod: &str| -> f64 {
+    move |pod: &str| {
         allocations
             .iter()
             .filter(|a| a.pod.as_deref() == Some(pod))
             .map(|a| a.share * a.span.seconds() / 3600.0)
             .sum()
+    }
+}
+
+#[test]
+fn a_job_on_eight_whole_gpus_is_eight_gpu_hours_an_hour() {
+    let eight = Event {
+        gpu_indices: (0..8).collect(),
+        ..event(0, EventKind::Start, "train")
     };
-    assert_eq!(gpu_hours("train"), 8.0);
-    assert!((gpu_hours("mig") - 3.0 / 7.0).abs() < 1e-12);
-    assert_eq!(gpu_hours("frac"), 0.25);
-    // Four time-sliced replicas for an hour on one L4 are one GPU-hour.
+    assert_eq!(gpu_hours_after_one_hour(vec![eight])("train"), 8.0);
+}
+
+#[test]
+fn a_mig_slice_holds_its_slices_of_the_gpu() {
+    // 3g.40gb on an H100 (7 slices): 3/7 of a GPU-hour per hour.
+    let mig = Event {
+        gpu_indices: vec![7],
+        mig_profile: Some("3g.40gb".into()),
+        ..event(0, EventKind::Start, "mig")
+    };
+    assert!((gpu_hours_after_one_hour(vec![mig])("mig") - 3.0 / 7.0).abs() < 1e-12);
+}
+
+#[test]
+fn four_time_sliced_replicas_for_an_hour_are_one_gpu_hour() {
+    let replicas: Vec<Event> = (0..4)
+        .map(|i| Event {
+            node: Some("l4-ts".into()),
+            gpu_indices: vec![0],
+            ..event(0, EventKind::Start, &format!("r{i}"))
+        })
+        .collect();
+    let held = gpu_hours_after_one_hour(replicas);
     assert_eq!(
-        (0..4).map(|i| gpu_hours(&format!("r{i}"))).sum::<f64>(),
-        1.0
+        (0..4).map(|i| held(&format!("r{i}"))).collect::<Vec<_>>(),
+        [0.25; 4]
+    );
+}
+
+#[test]
+fn a_fractional_gpu_holds_its_declared_fraction() {
+    let frac = Event {
+        gpu_indices: vec![1],
+        gpu_fraction: Some(0.25),
+        ..event(0, EventKind::Start, "frac")
+    };
+    assert_eq!(gpu_hours_after_one_hour(vec![frac])("frac"), 0.25);
+}
+
+#[test]
+fn a_preempted_run_ends_at_its_preemption() {
+    let start = Event {
+        gpu_indices: vec![2],
+        ..event(H, EventKind::Start, "b")
+    };
+    let (allocations, _) = build(&[start, event(3 * H, EventKind::Preempted, "b")]);
+    assert_eq!(allocations.len(), 1);
+    assert_eq!(
+        (allocations[0].span.seconds(), allocations[0].end_reason),
+        (7200.0, EndReason::Preempted)
     );
 }
 
