@@ -12,5 +12,6 @@ mod ingest_pipeline;
 mod ingest_tokens;
 mod ledger;
 mod objects;
+mod spot;
 mod training;
 mod unit_economics;

@@ -184,7 +184,8 @@ enum NodePrice {
     RateCard(f64),
 }
 
-fn matches_node(line_resource: &str, node: &Node) -> bool {
+/// Whether a billing line's `resource_id` names `node`.
+pub fn matches_node(line_resource: &str, node: &Node) -> bool {
     node.resource_id
         .as_deref()
         .is_some_and(|r| !r.is_empty() && (line_resource == r || line_resource.ends_with(r)))

@@ -11,6 +11,7 @@
 //! - `journal.rs`: the cost journal (`cost_entries`) and the balance;
 //! - `build.rs`: one ledger build, inputs to outputs;
 //! - `unit_economics.rs`: SLO-met requests and the cost per effective token and request;
+//! - `training.rs`, `spot.rs`: what training runs and spot capacity cost and saved;
 //! - `objects.rs`: declared catalog objects (`gpuledger apply`): kinds, typed specs, validation.
 
 pub mod allocation;
@@ -21,6 +22,7 @@ pub mod journal;
 pub mod objects;
 pub mod price;
 pub mod shares;
+pub mod spot;
 pub mod time;
 pub mod training;
 pub mod unit_economics;

@@ -23,6 +23,7 @@ use thiserror::Error;
 use crate::amortize::Strategy;
 use crate::build::{ManualCost, Node, RateCardEntry, Reservation};
 use crate::journal::{Basis, SharedCostRule};
+use crate::spot::OperationsCostSpec;
 use crate::time::Span;
 use crate::unit_economics::{ANY_PRIORITY, PRIORITIES, SloSpec};
 
@@ -35,10 +36,11 @@ pub enum ObjectKind {
     ManualCost,
     LabelPolicy,
     Slo,
+    SpotOperationsCost,
 }
 
 impl ObjectKind {
-    pub const ALL: [ObjectKind; 7] = [
+    pub const ALL: [ObjectKind; 8] = [
         ObjectKind::Node,
         ObjectKind::Reservation,
         ObjectKind::SharedCostRule,
@@ -46,6 +48,7 @@ impl ObjectKind {
         ObjectKind::ManualCost,
         ObjectKind::LabelPolicy,
         ObjectKind::Slo,
+        ObjectKind::SpotOperationsCost,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,6 +60,7 @@ impl ObjectKind {
             ObjectKind::ManualCost => "manual_cost",
             ObjectKind::LabelPolicy => "label_policy",
             ObjectKind::Slo => "slo",
+            ObjectKind::SpotOperationsCost => "spot_operations_cost",
         }
     }
 
@@ -76,6 +80,9 @@ impl ObjectKind {
                 "cost_center",
             ],
             ObjectKind::Slo => &["ttft_ms", "latency_ms", "success_statuses"],
+            ObjectKind::SpotOperationsCost => {
+                &["cluster", "node", "per_month", "per_gpu_hour", "currency"]
+            }
         }
     }
 
@@ -226,6 +233,7 @@ pub fn validate(
         ObjectKind::ManualCost => validate_as::<ManualCostSpec>(name, spec),
         ObjectKind::LabelPolicy => validate_as::<LabelPolicy>(name, spec),
         ObjectKind::Slo => validate_as::<SloSpec>(name, spec),
+        ObjectKind::SpotOperationsCost => validate_as::<OperationsCostSpec>(name, spec),
     }
 }
 
@@ -567,7 +575,7 @@ pub struct Currency {
     pub currency: String,
 }
 
-fn default_currency() -> String {
+pub(crate) fn default_currency() -> String {
     "USD".into()
 }
 
@@ -795,6 +803,40 @@ impl Spec for SloSpec {
             not_empty("success_statuses", status)?;
         }
         Ok(())
+    }
+}
+
+impl Spec for OperationsCostSpec {
+    const KIND: ObjectKind = ObjectKind::SpotOperationsCost;
+
+    fn from_spec(spec: &Value) -> Result<Self, ValidationError> {
+        deserialize(spec)
+    }
+
+    fn natural_name(&self) -> Option<String> {
+        Some(self.name.clone())
+    }
+
+    fn check(&self) -> Result<(), ValidationError> {
+        check_name("name", &self.name)?;
+        not_empty("cluster", &self.cluster)?;
+        not_empty("node", &self.node)?;
+        let amounts = [
+            ("per_month", self.per_month),
+            ("per_gpu_hour", self.per_gpu_hour),
+        ];
+        if amounts.iter().all(|(_, amount)| amount.is_none()) {
+            return Err(ValidationError::new(
+                "per_month",
+                "set per_month, per_gpu_hour or both",
+            ));
+        }
+        for (path, amount) in amounts {
+            if let Some(amount) = amount {
+                non_negative(path, amount)?;
+            }
+        }
+        currency("currency", &self.currency)
     }
 }
 

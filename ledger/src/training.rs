@@ -34,6 +34,8 @@ pub enum Ending {
 pub struct Event<'a> {
     pub ts: Micros,
     pub kind: &'a str,
+    pub cluster: Option<&'a str>,
+    pub node: Option<&'a str>,
     pub namespace: Option<&'a str>,
     pub workload: Option<&'a str>,
     pub pod: Option<&'a str>,
@@ -51,6 +53,9 @@ pub type WorkloadKey = (Option<String>, String);
 /// One run of a pod.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
+    /// The node of its start event (`spot_savings` prices its lost time at that node's price).
+    pub cluster: Option<String>,
+    pub node: Option<String>,
     pub start: Micros,
     pub end: Option<Micros>,
     pub gpus: f64,
@@ -142,6 +147,8 @@ impl TrainingRuns {
                 workload.team = event.team.map(str::to_string);
             }
             workload.runs.push(Run {
+                cluster: event.cluster.map(str::to_string),
+                node: event.node.map(str::to_string),
                 start: event.ts,
                 end: None,
                 gpus: event.gpus.unwrap_or(0.0),
@@ -185,6 +192,14 @@ impl TrainingRuns {
             run.end = Some(event.ts);
             workload.open.remove(pod);
         }
+    }
+
+    /// The runs of training workloads, with their workload.
+    pub fn training_runs(&self) -> impl Iterator<Item = (&WorkloadKey, &Run)> {
+        self.workloads
+            .iter()
+            .filter(|(_, w)| w.training)
+            .flat_map(|(key, w)| w.runs.iter().map(move |run| (key, run)))
     }
 
     /// One row per training workload. `costs` holds each workload's ledger cost and the team the

@@ -54,6 +54,7 @@ pub fn new_session(lake: &Lake) -> Result<SessionContext, QueryError> {
             cost_entries: lake_table(Table::CostEntries),
             allocations: lake_table(Table::Allocations),
             scheduler_events: lake_table(Table::SchedulerEvents),
+            billing_lines: lake_table(Table::BillingLines),
             catalog: lake.catalog().clone(),
         },
     );

@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::spot::OperationsCostSpec;
 use crate::time::MICROS_PER_HOUR;
 
 fn node() -> Value {
@@ -178,6 +179,31 @@ fn an_slo_is_named_model_slash_priority_and_defaults_to_success() {
 }
 
 #[test]
+fn a_spot_operations_cost_matches_nodes_by_pattern_and_needs_an_amount() {
+    let object = parsed(json!({"kind": "spot_operations_cost", "spec": {
+        "name": "spot-on-call", "node": "spot-*", "per_month": 730, "per_gpu_hour": 0.05}}));
+    assert_eq!(object.name, "spot-on-call");
+    let spec: OperationsCostSpec = object.spec_as().unwrap();
+    assert_eq!(
+        (spec.cluster.as_str(), spec.currency.as_str()),
+        ("*", "USD")
+    );
+    assert!(spec.applies_to("demo", "spot-a100-1") && !spec.applies_to("demo", "h100-1"));
+    // 730 per month over a 24 h window is 730 × 24 / 730 = 24.00; 10 GPU-hours × 0.05 = 0.50.
+    assert_eq!(spec.amount(24.0, 10.0), 24.5);
+    assert_eq!(
+        error_of(json!({"kind": "spot_operations_cost", "spec": {"name": "x"}})),
+        "spec.per_month: set per_month, per_gpu_hour or both"
+    );
+    assert_eq!(
+        error_of(
+            json!({"kind": "spot_operations_cost", "spec": {"name": "x", "per_gpu_hour": -0.1}})
+        ),
+        "spec.per_gpu_hour: must be a finite number ≥ 0 (got -0.1)"
+    );
+}
+
+#[test]
 fn a_document_round_trips_without_its_unset_fields() {
     let object = parsed(reservation());
     let document = object.to_document();
@@ -277,7 +303,7 @@ fn missing_and_unknown_fields_are_named() {
     assert_eq!(error_of(json!({"kind": "node"})), "spec: is required");
     assert_eq!(
         error_of(json!({"kind": "nodes", "spec": {}})),
-        "kind: unknown kind 'nodes'; known kinds: node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy, slo"
+        "kind: unknown kind 'nodes'; known kinds: node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy, slo, spot_operations_cost"
     );
     assert_eq!(
         error_of(json!("node")),

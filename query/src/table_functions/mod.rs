@@ -1,9 +1,10 @@
 //! Table functions over the ledger for arbitrary windows, each in its own module:
 //! `team_costs(from, to)`, `idle_summary(from, to)`, `unit_economics(from, to)` and
-//! `unit_economics_daily(from, to)`, `training_economics(from, to)`. `from` is inclusive and `to` exclusive;
+//! `unit_economics_daily(from, to)`, `training_economics(from, to)`, `spot_savings(from, to)`. `from` is inclusive and `to` exclusive;
 //! both take a date (`'2026-11-02'`), a timestamp or a timestamp string.
 
 mod idle_summary;
+mod spot_savings;
 mod team_costs;
 mod training_economics;
 mod unit_economics;
@@ -18,6 +19,7 @@ use datafusion::logical_expr::{Expr, LogicalPlanBuilder, col, lit};
 use datafusion::prelude::SessionContext;
 
 pub use idle_summary::IdleSummary;
+pub use spot_savings::SpotSavings;
 pub use team_costs::TeamCosts;
 pub use training_economics::TrainingEconomics;
 pub use unit_economics::{UnitEconomicsFunction, UnitEconomicsSources};
@@ -50,6 +52,15 @@ pub fn register_all(ctx: &SessionContext, sources: UnitEconomicsSources) {
         Arc::new(TrainingEconomics {
             gpu_hours: Arc::clone(&sources.gpu_hours),
             scheduler_events: Arc::clone(&sources.scheduler_events),
+        }),
+    );
+    ctx.register_udtf(
+        "spot_savings",
+        Arc::new(SpotSavings {
+            gpu_hours: Arc::clone(&sources.gpu_hours),
+            billing_lines: Arc::clone(&sources.billing_lines),
+            scheduler_events: Arc::clone(&sources.scheduler_events),
+            catalog: sources.catalog.clone(),
         }),
     );
 }

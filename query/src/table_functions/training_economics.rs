@@ -108,7 +108,7 @@ impl TableProvider for TrainingEconomicsTable {
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let costs = self.costs(state).await?;
-        let runs = self.runs(state).await?;
+        let runs = training_runs(state, &self.scheduler_events, &self.bounds).await?;
         let batch = rows_batch(&runs.finish(&costs))?;
         Ok(MemorySourceConfig::try_new_exec(
             &[vec![batch]],
@@ -157,65 +157,80 @@ impl TrainingEconomicsTable {
         }
         Ok(costs)
     }
+}
 
-    /// The window's scheduler events, in time order, folded into runs.
-    async fn runs(&self, state: &dyn Session) -> DfResult<TrainingRuns> {
-        let plan = scan_window(
-            "scheduler_events",
-            &self.scheduler_events,
-            "ts",
-            &self.bounds,
-        )?
+/// The window's scheduler events, in time order, folded into runs (`spot_savings` reads them too).
+pub(super) async fn training_runs(
+    state: &dyn Session,
+    scheduler_events: &Arc<dyn TableProvider>,
+    bounds: &(ScalarValue, ScalarValue),
+) -> DfResult<TrainingRuns> {
+    let plan = scan_window("scheduler_events", scheduler_events, "ts", bounds)?
         .filter(col("workload").is_not_null().and(col("pod").is_not_null()))?
         .sort(vec![
             col("ts").sort(true, false),
             same_instant_order()?.sort(true, false),
         ])?
         .build()?;
-        let mut runs = TrainingRuns::default();
-        for batch in run(state, plan).await? {
-            let ts = column(&batch, "ts", &timestamp())?;
-            let ts = ts.as_primitive::<TimestampMicrosecondType>();
-            let [kind, namespace, workload, pod, reason, team, workload_type] = [
-                "event",
-                "namespace",
-                "workload",
-                "pod",
-                "reason",
-                "team",
-                "workload_type",
-            ]
-            .map(|name| strings(&batch, name));
-            let (kind, namespace, workload, pod, reason, team, workload_type) = (
-                kind?,
-                namespace?,
-                workload?,
-                pod?,
-                reason?,
-                team?,
-                workload_type?,
-            );
-            let (samples, tokens) = (integers(&batch, "samples")?, integers(&batch, "tokens")?);
-            let gpus = floats(&batch, "gpus")?;
-            let count = |values: &Int64Array, row| values.is_valid(row).then(|| values.value(row));
-            for row in 0..batch.num_rows() {
-                runs.add(&Event {
-                    ts: ts.value(row),
-                    kind: kind.value(row),
-                    namespace: text(&namespace, row),
-                    workload: text(&workload, row),
-                    pod: text(&pod, row),
-                    gpus: gpus.is_valid(row).then(|| gpus.value(row)),
-                    reason: text(&reason, row),
-                    samples: count(&samples, row),
-                    tokens: count(&tokens, row),
-                    team: text(&team, row),
-                    workload_type: text(&workload_type, row),
-                });
-            }
+    let mut runs = TrainingRuns::default();
+    for batch in run(state, plan).await? {
+        let ts = column(&batch, "ts", &timestamp())?;
+        let ts = ts.as_primitive::<TimestampMicrosecondType>();
+        let [
+            kind,
+            cluster,
+            node,
+            namespace,
+            workload,
+            pod,
+            reason,
+            team,
+            workload_type,
+        ] = [
+            "event",
+            "cluster",
+            "node",
+            "namespace",
+            "workload",
+            "pod",
+            "reason",
+            "team",
+            "workload_type",
+        ]
+        .map(|name| strings(&batch, name));
+        let (kind, cluster, node, namespace, workload, pod, reason, team, workload_type) = (
+            kind?,
+            cluster?,
+            node?,
+            namespace?,
+            workload?,
+            pod?,
+            reason?,
+            team?,
+            workload_type?,
+        );
+        let (samples, tokens) = (integers(&batch, "samples")?, integers(&batch, "tokens")?);
+        let gpus = floats(&batch, "gpus")?;
+        let count = |values: &Int64Array, row| values.is_valid(row).then(|| values.value(row));
+        for row in 0..batch.num_rows() {
+            runs.add(&Event {
+                ts: ts.value(row),
+                kind: kind.value(row),
+                cluster: text(&cluster, row),
+                node: text(&node, row),
+                namespace: text(&namespace, row),
+                workload: text(&workload, row),
+                pod: text(&pod, row),
+                gpus: gpus.is_valid(row).then(|| gpus.value(row)),
+                reason: text(&reason, row),
+                samples: count(&samples, row),
+                tokens: count(&tokens, row),
+                team: text(&team, row),
+                workload_type: text(&workload_type, row),
+            });
         }
-        Ok(runs)
     }
+    Ok(runs)
 }
 
 /// At one instant progress is reported before the checkpoint that saves it, and both before the

@@ -67,8 +67,10 @@ pub struct UnitEconomicsSources {
     pub gpu_hours: Arc<dyn TableProvider>,
     pub cost_entries: Arc<dyn TableProvider>,
     pub allocations: Arc<dyn TableProvider>,
-    /// Read by `training_economics`.
+    /// Read by `training_economics` and `spot_savings`.
     pub scheduler_events: Arc<dyn TableProvider>,
+    /// Read by `spot_savings`.
+    pub billing_lines: Arc<dyn TableProvider>,
     pub catalog: Catalog,
 }
 
@@ -219,26 +221,9 @@ impl UnitEconomicsTable {
     }
 
     async fn slos(&self) -> DfResult<Slos> {
-        let stored = self
-            .sources
-            .catalog
-            .objects(SloSpec::KIND.name())
-            .await
-            .map_err(to_df)?;
-        let specs = stored
-            .into_iter()
-            .map(|stored| {
-                let object = Object {
-                    kind: SloSpec::KIND,
-                    name: stored.name,
-                    spec: stored.spec,
-                };
-                object
-                    .spec_as::<SloSpec>()
-                    .map_err(|e| DataFusionError::Execution(format!("slo {}: {e}", object.name)))
-            })
-            .collect::<DfResult<Vec<_>>>()?;
-        Ok(Slos::new(specs))
+        Ok(Slos::new(
+            declared_specs::<SloSpec>(&self.sources.catalog).await?,
+        ))
     }
 
     /// The workloads' GPU cost in the window, the models they serve, and each team's direct and
@@ -424,6 +409,24 @@ fn start_of_day(bound: &ScalarValue) -> ScalarValue {
         ),
         other => other.clone(),
     }
+}
+
+/// The catalog's objects of one kind, typed (read when a query runs, so it sees the latest apply).
+pub(super) async fn declared_specs<S: Spec>(catalog: &Catalog) -> DfResult<Vec<S>> {
+    let stored = catalog.objects(S::KIND.name()).await.map_err(to_df)?;
+    stored
+        .into_iter()
+        .map(|stored| {
+            let object = Object {
+                kind: S::KIND,
+                name: stored.name,
+                spec: stored.spec,
+            };
+            object.spec_as::<S>().map_err(|e| {
+                DataFusionError::Execution(format!("{} {}: {e}", S::KIND, object.name))
+            })
+        })
+        .collect()
 }
 
 pub(super) async fn run(state: &dyn Session, plan: LogicalPlan) -> DfResult<Vec<RecordBatch>> {
