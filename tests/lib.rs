@@ -15,3 +15,4 @@ mod objects;
 mod spot;
 mod training;
 mod unit_economics;
+mod value;

@@ -17,7 +17,7 @@ fn documented_example() -> String {
     doc[start..end].to_string()
 }
 
-const EVERY_OBJECT: [&str; 9] = [
+const EVERY_OBJECT: [&str; 11] = [
     "node/demo/h100-1",
     "reservation/h100-1-failover",
     "shared_cost_rule/network",
@@ -27,6 +27,8 @@ const EVERY_OBJECT: [&str; 9] = [
     "manual_cost/slurm-license-2024-09",
     "label_policy/default",
     "slo/llama-3-70b/online",
+    "spot_operations_cost/spot-interruption-handling",
+    "value_mapping/credit-approvals",
 ];
 
 fn lines(objects: &[&str], outcome: &str) -> String {
@@ -112,6 +114,8 @@ fn get_prints_documents_that_apply_takes_back() {
             "manual_cost",
             "label_policy",
             "slo",
+            "spot_operations_cost",
+            "value_mapping",
         ];
         for kind in kinds {
             for format in ["json", "yaml"] {

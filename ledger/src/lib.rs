@@ -12,11 +12,14 @@
 //! - `build.rs`: one ledger build, inputs to outputs;
 //! - `unit_economics.rs`: SLO-met requests and the cost per effective token and request;
 //! - `training.rs`, `spot.rs`: what training runs and spot capacity cost and saved;
+//! - `value.rs`: value mappings: a metric and condition over a day → business events → value;
+//! - `capacity.rs`: safe throughput per replica at SLO, replicas needed, whether a job fits;
 //! - `objects.rs`: declared catalog objects (`gpuledger apply`): kinds, typed specs, validation.
 
 pub mod allocation;
 pub mod amortize;
 pub mod build;
+pub mod capacity;
 pub mod gpu_hours;
 pub mod journal;
 pub mod objects;
@@ -27,3 +30,4 @@ pub mod time;
 pub mod training;
 pub mod unit_economics;
 pub mod usage;
+pub mod value;

@@ -26,6 +26,7 @@ use crate::journal::{Basis, SharedCostRule};
 use crate::spot::OperationsCostSpec;
 use crate::time::Span;
 use crate::unit_economics::{ANY_PRIORITY, PRIORITIES, SloSpec};
+use crate::value::{COUNTS, METRICS, ValueMappingSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ObjectKind {
@@ -37,10 +38,11 @@ pub enum ObjectKind {
     LabelPolicy,
     Slo,
     SpotOperationsCost,
+    ValueMapping,
 }
 
 impl ObjectKind {
-    pub const ALL: [ObjectKind; 8] = [
+    pub const ALL: [ObjectKind; 9] = [
         ObjectKind::Node,
         ObjectKind::Reservation,
         ObjectKind::SharedCostRule,
@@ -49,6 +51,7 @@ impl ObjectKind {
         ObjectKind::LabelPolicy,
         ObjectKind::Slo,
         ObjectKind::SpotOperationsCost,
+        ObjectKind::ValueMapping,
     ];
 
     pub fn name(self) -> &'static str {
@@ -61,6 +64,7 @@ impl ObjectKind {
             ObjectKind::LabelPolicy => "label_policy",
             ObjectKind::Slo => "slo",
             ObjectKind::SpotOperationsCost => "spot_operations_cost",
+            ObjectKind::ValueMapping => "value_mapping",
         }
     }
 
@@ -79,7 +83,17 @@ impl ObjectKind {
                 "model",
                 "cost_center",
             ],
-            ObjectKind::Slo => &["ttft_ms", "latency_ms", "success_statuses"],
+            ObjectKind::Slo => &["ttft_ms", "latency_ms", "success_statuses", "objective"],
+            ObjectKind::ValueMapping => &[
+                "product_line",
+                "metric",
+                "at_most",
+                "at_least",
+                "event",
+                "value",
+                "per",
+                "currency",
+            ],
             ObjectKind::SpotOperationsCost => {
                 &["cluster", "node", "per_month", "per_gpu_hour", "currency"]
             }
@@ -234,6 +248,7 @@ pub fn validate(
         ObjectKind::LabelPolicy => validate_as::<LabelPolicy>(name, spec),
         ObjectKind::Slo => validate_as::<SloSpec>(name, spec),
         ObjectKind::SpotOperationsCost => validate_as::<OperationsCostSpec>(name, spec),
+        ObjectKind::ValueMapping => validate_as::<ValueMappingSpec>(name, spec),
     }
 }
 
@@ -802,6 +817,14 @@ impl Spec for SloSpec {
         for status in &self.success_statuses {
             not_empty("success_statuses", status)?;
         }
+        if let Some(objective) = self.objective
+            && !(0.0..=1.0).contains(&objective)
+        {
+            return Err(ValidationError::new(
+                "objective",
+                format!("must be between 0 and 1 (got {objective})"),
+            ));
+        }
         Ok(())
     }
 }
@@ -835,6 +858,54 @@ impl Spec for OperationsCostSpec {
             if let Some(amount) = amount {
                 non_negative(path, amount)?;
             }
+        }
+        currency("currency", &self.currency)
+    }
+}
+
+impl Spec for ValueMappingSpec {
+    const KIND: ObjectKind = ObjectKind::ValueMapping;
+
+    fn from_spec(spec: &Value) -> Result<Self, ValidationError> {
+        deserialize(spec)
+    }
+
+    fn natural_name(&self) -> Option<String> {
+        Some(self.name.clone())
+    }
+
+    fn check(&self) -> Result<(), ValidationError> {
+        check_name("name", &self.name)?;
+        not_empty("product_line", &self.product_line)?;
+        one_of("metric", &self.metric, &METRICS)?;
+        if self.at_most.is_none() && self.at_least.is_none() {
+            return Err(ValidationError::new(
+                "at_most",
+                "set the condition: at_most, at_least or both",
+            ));
+        }
+        for (path, bound) in [("at_most", self.at_most), ("at_least", self.at_least)] {
+            if bound.is_some_and(|b| !b.is_finite()) {
+                return Err(ValidationError::new(path, "must be a finite number"));
+            }
+        }
+        for (path, filter) in [
+            ("model", &self.model),
+            ("team", &self.team),
+            ("namespace", &self.namespace),
+        ] {
+            if let Some(filter) = filter {
+                not_empty(path, filter)?;
+            }
+        }
+        not_empty("event", &self.event)?;
+        one_of("counts", &self.counts, &COUNTS)?;
+        non_negative("value", self.value)?;
+        if !(self.per.is_finite() && self.per > 0.0) {
+            return Err(ValidationError::new(
+                "per",
+                format!("must be a number > 0 (got {})", self.per),
+            ));
         }
         currency("currency", &self.currency)
     }

@@ -44,6 +44,18 @@ pub struct SloSpec {
     /// Statuses that count as success.
     #[serde(default = "default_success_statuses")]
     pub success_statuses: BTreeSet<String>,
+    /// The share of requests that must meet the targets (0–1), over a capacity-planning window;
+    /// [`DEFAULT_OBJECTIVE`] when absent.
+    #[serde(default)]
+    pub objective: Option<f64>,
+}
+
+pub const DEFAULT_OBJECTIVE: f64 = 0.99;
+
+impl SloSpec {
+    pub fn objective(&self) -> f64 {
+        self.objective.unwrap_or(DEFAULT_OBJECTIVE)
+    }
 }
 
 fn default_success_statuses() -> BTreeSet<String> {
@@ -63,18 +75,26 @@ pub struct Outcome<'a> {
 /// succeeded.
 pub fn slo_met(outcome: &Outcome, slo: Option<&SloSpec>) -> bool {
     let Some(slo) = slo else {
-        return outcome.status == Some("success");
+        return succeeded(outcome, None);
     };
     let within = |target: Option<f64>, measured: Option<f64>| match (target, measured) {
         (None, _) => true,
         (Some(target), Some(measured)) => measured <= target,
         (Some(_), None) => false,
     };
-    outcome
-        .status
-        .is_some_and(|s| slo.success_statuses.contains(s))
+    succeeded(outcome, Some(slo))
         && within(slo.ttft_ms, outcome.ttft_ms)
         && within(slo.latency_ms, outcome.latency_ms)
+}
+
+/// Whether a request's status is a success status of its SLO (`success` without one).
+pub fn succeeded(outcome: &Outcome, slo: Option<&SloSpec>) -> bool {
+    match slo {
+        Some(slo) => outcome
+            .status
+            .is_some_and(|s| slo.success_statuses.contains(s)),
+        None => outcome.status == Some("success"),
+    }
 }
 
 /// The declared SLOs, looked up by model and priority: an SLO for the request's priority wins over
@@ -356,25 +376,7 @@ impl UnitEconomics {
 
     pub fn add(&mut self, request: &Request) {
         let owned = |s: Option<&str>| s.map(str::to_string);
-        let link = match (request.workload, request.model) {
-            (Some(workload), _) => Some(Link::Workload {
-                namespace: owned(request.namespace),
-                workload: workload.to_string(),
-            }),
-            (None, Some(model)) => Some(Link::Model {
-                namespace: owned(request.namespace),
-                model: model.to_string(),
-            }),
-            (None, None) => None,
-        };
-        let served = link.and_then(|link| {
-            let serving = &self.serving;
-            self.served
-                .entry(link)
-                .or_insert_with_key(|link| serving.served(link))
-                .clone()
-        });
-        let (team, served_by) = match served {
+        let (team, served_by) = match served(&mut self.served, &self.serving, request) {
             Some(served) => (Some(served.team), served.workloads),
             None => (owned(request.team), Vec::new()),
         };
@@ -394,10 +396,16 @@ impl UnitEconomics {
         self.rows.entry(key).or_default().add(request, met);
     }
 
-    /// The rows, ordered by their key. Each workload's cost is spread over the rows it served by
-    /// their tokens (by requests when none of them carries tokens), so it is counted once however
-    /// its requests found it.
+    /// The rows, ordered by their key.
     pub fn finish(self) -> Vec<Row> {
+        self.into_costing().0
+    }
+
+    /// The rows, ordered by their key, and the costing that priced them (to price single
+    /// requests the same way). Each workload's cost is spread over the rows it served by their
+    /// tokens (by requests when none of them carries tokens), so it is counted once however its
+    /// requests found it.
+    pub fn into_costing(self) -> (Vec<Row>, Costing) {
         let mut served_traffic = vec![Traffic::default(); self.serving.workloads.len()];
         for (key, traffic) in &self.rows {
             for &i in &key.served_by {
@@ -407,6 +415,11 @@ impl UnitEconomics {
                 total.output_tokens += traffic.output_tokens;
             }
         }
+        let costing = Costing {
+            serving: self.serving,
+            served: self.served,
+            served_traffic,
+        };
         let mut rows: Vec<Row> = self
             .rows
             .into_iter()
@@ -421,15 +434,9 @@ impl UnitEconomics {
                         unit_costs: None,
                     };
                 }
-                let (mut direct, mut loaded) = (0.0, 0.0);
-                for &i in &key.served_by {
-                    let workload = &self.serving.workloads[i];
-                    let cost = workload.direct * share_of(&traffic, &served_traffic[i]);
-                    direct += cost;
-                    loaded += cost * self.serving.load_factor(&workload.team);
-                }
+                let (direct, loaded) = costing.cost(&key.served_by, &traffic);
                 Row {
-                    served_by: Some(self.serving.names(&key.served_by)),
+                    served_by: Some(costing.serving.names(&key.served_by)),
                     key,
                     traffic,
                     direct_cost: Some(direct),
@@ -439,7 +446,63 @@ impl UnitEconomics {
             })
             .collect();
         rows.sort_by(|a, b| a.key.cmp(&b.key));
-        rows
+        (rows, costing)
+    }
+}
+
+/// The workloads that served a request, through the cache of links already resolved.
+fn served(
+    cache: &mut HashMap<Link, Option<Served>>,
+    serving: &Serving,
+    request: &Request,
+) -> Option<Served> {
+    let owned = |s: Option<&str>| s.map(str::to_string);
+    let link = match (request.workload, request.model) {
+        (Some(workload), _) => Link::Workload {
+            namespace: owned(request.namespace),
+            workload: workload.to_string(),
+        },
+        (None, Some(model)) => Link::Model {
+            namespace: owned(request.namespace),
+            model: model.to_string(),
+        },
+        (None, None) => return None,
+    };
+    cache
+        .entry(link)
+        .or_insert_with_key(|link| serving.served(link))
+        .clone()
+}
+
+/// How a window's serving cost was spread over its traffic, to price any part of that traffic.
+#[derive(Debug)]
+pub struct Costing {
+    serving: Serving,
+    served: HashMap<Link, Option<Served>>,
+    /// Per workload, the traffic it served in the window.
+    served_traffic: Vec<Traffic>,
+}
+
+impl Costing {
+    /// `(direct, loaded)` cost of `traffic` served by `served_by`.
+    fn cost(&self, served_by: &[usize], traffic: &Traffic) -> (f64, f64) {
+        let (mut direct, mut loaded) = (0.0, 0.0);
+        for &i in served_by {
+            let workload = &self.serving.workloads[i];
+            let cost = workload.direct * share_of(traffic, &self.served_traffic[i]);
+            direct += cost;
+            loaded += cost * self.serving.load_factor(&workload.team);
+        }
+        (direct, loaded)
+    }
+
+    /// The fully loaded cost of one request of the window, as its row was priced; `None` when
+    /// no workload served it.
+    pub fn loaded_cost(&mut self, request: &Request) -> Option<f64> {
+        let served = served(&mut self.served, &self.serving, request)?;
+        let mut traffic = Traffic::default();
+        traffic.add(request, false);
+        Some(self.cost(&served.workloads, &traffic).1)
     }
 }
 

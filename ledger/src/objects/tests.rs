@@ -3,6 +3,7 @@ use serde_json::json;
 use super::*;
 use crate::spot::OperationsCostSpec;
 use crate::time::MICROS_PER_HOUR;
+use crate::value::ValueMappingSpec;
 
 fn node() -> Value {
     json!({"kind": "node", "spec": {"cluster": "demo", "node": "h100-1", "gpu_count": 8, "gpu_model": "H100"}})
@@ -204,6 +205,37 @@ fn a_spot_operations_cost_matches_nodes_by_pattern_and_needs_an_amount() {
 }
 
 #[test]
+fn a_value_mapping_needs_a_known_metric_a_condition_and_a_positive_per() {
+    let document = json!({"kind": "value_mapping", "spec": {
+        "name": "credit-approvals", "product_line": "credit", "metric": "p95_latency_ms",
+        "at_most": 350, "model": "llama-3-8b", "event": "credit approvals", "value": 1240,
+        "per": 10000}});
+    let object = parsed(document.clone());
+    assert_eq!(object.name, "credit-approvals");
+    let spec: ValueMappingSpec = object.spec_as().unwrap();
+    assert_eq!(
+        (spec.counts.as_str(), spec.currency.as_str()),
+        ("requests", "USD")
+    );
+    assert_eq!(
+        error_of(with(
+            document.clone(),
+            &["spec", "metric"],
+            json!("p90_latency_ms")
+        )),
+        "spec.metric: must be one of p50_latency_ms, p95_latency_ms, p99_latency_ms, p50_ttft_ms, p95_ttft_ms, p99_ttft_ms, success_rate, slo_met_share, requests, tokens (got 'p90_latency_ms')"
+    );
+    assert_eq!(
+        error_of(with(document.clone(), &["spec", "at_most"], Value::Null)),
+        "spec.at_most: set the condition: at_most, at_least or both"
+    );
+    assert_eq!(
+        error_of(with(document, &["spec", "per"], json!(0))),
+        "spec.per: must be a number > 0 (got 0)"
+    );
+}
+
+#[test]
 fn a_document_round_trips_without_its_unset_fields() {
     let object = parsed(reservation());
     let document = object.to_document();
@@ -303,7 +335,7 @@ fn missing_and_unknown_fields_are_named() {
     assert_eq!(error_of(json!({"kind": "node"})), "spec: is required");
     assert_eq!(
         error_of(json!({"kind": "nodes", "spec": {}})),
-        "kind: unknown kind 'nodes'; known kinds: node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy, slo, spot_operations_cost"
+        "kind: unknown kind 'nodes'; known kinds: node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy, slo, spot_operations_cost, value_mapping"
     );
     assert_eq!(
         error_of(json!("node")),

@@ -7,6 +7,7 @@ fn slo(model: &str, priority: &str, ttft_ms: Option<f64>, latency_ms: Option<f64
         ttft_ms,
         latency_ms,
         success_statuses: default_success_statuses(),
+        objective: None,
     }
 }
 
@@ -295,4 +296,33 @@ fn a_workload_found_by_name_and_by_model_is_costed_once() {
     assert_eq!(online.served_by.as_deref(), Some("ml/serve"));
     assert_eq!(batch.direct_cost, Some(2.5 + 6.0));
     assert_eq!(batch.served_by.as_deref(), Some("ml/serve, ml/serve-b"));
+}
+
+#[test]
+fn a_request_is_priced_as_its_row_was() {
+    let mut economics = UnitEconomics::new(Slos::default(), serving());
+    let by_name = request(at(2, 1), 20, 10, "success");
+    let mut by_model = request(at(2, 1), 5, 5, "success");
+    by_model.workload = None;
+    by_model.priority = Some("batch");
+    let mut unserved = by_model;
+    unserved.namespace = Some("elsewhere");
+    for r in [&by_name, &by_model, &unserved] {
+        economics.add(r);
+    }
+    let (rows, mut costing) = economics.into_costing();
+    // Each request is alone in its row, so it costs what its row costs.
+    let row_of = |priority: &str, served: bool| {
+        rows.iter()
+            .find(|r| {
+                r.key.priority.as_deref() == Some(priority) && r.served_by.is_some() == served
+            })
+            .unwrap()
+            .loaded_cost
+    };
+    assert!(row_of("online", true).is_some());
+    assert_eq!(costing.loaded_cost(&by_name), row_of("online", true));
+    assert_eq!(costing.loaded_cost(&by_model), row_of("batch", true));
+    assert_eq!(costing.loaded_cost(&unserved), None);
+    assert_eq!(row_of("batch", false), None);
 }

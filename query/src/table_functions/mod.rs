@@ -1,13 +1,17 @@
 //! Table functions over the ledger for arbitrary windows, each in its own module:
 //! `team_costs(from, to)`, `idle_summary(from, to)`, `unit_economics(from, to)` and
-//! `unit_economics_daily(from, to)`, `training_economics(from, to)`, `spot_savings(from, to)`. `from` is inclusive and `to` exclusive;
+//! `unit_economics_daily(from, to)`, `training_economics(from, to)`, `spot_savings(from, to)`,
+//! `value_report(from, to)` and `value_report_daily(from, to)`,
+//! `inference_capacity(model, peak_rps, redundancy)` and `gpu_fit(gpus)`. `from` is inclusive and `to` exclusive;
 //! both take a date (`'2026-11-02'`), a timestamp or a timestamp string.
 
+mod capacity;
 mod idle_summary;
 mod spot_savings;
 mod team_costs;
 mod training_economics;
 mod unit_economics;
+mod value_report;
 
 use std::sync::Arc;
 
@@ -18,11 +22,13 @@ use datafusion::datasource::{TableProvider, provider_as_source};
 use datafusion::logical_expr::{Expr, LogicalPlanBuilder, col, lit};
 use datafusion::prelude::SessionContext;
 
+pub use capacity::{GpuFit, InferenceCapacity};
 pub use idle_summary::IdleSummary;
 pub use spot_savings::SpotSavings;
 pub use team_costs::TeamCosts;
 pub use training_economics::TrainingEconomics;
 pub use unit_economics::{UnitEconomicsFunction, UnitEconomicsSources};
+pub use value_report::ValueReportFunction;
 
 /// Registers every table function of this module, reading the given lake tables (and, for the
 /// SLOs of `unit_economics`, the catalog).
@@ -46,12 +52,29 @@ pub fn register_all(ctx: &SessionContext, sources: UnitEconomicsSources) {
             daily,
         };
         ctx.register_udtf(function.name(), Arc::new(function));
+        let function = ValueReportFunction {
+            sources: sources.clone(),
+            daily,
+        };
+        ctx.register_udtf(function.name(), Arc::new(function));
     }
     ctx.register_udtf(
         "training_economics",
         Arc::new(TrainingEconomics {
             gpu_hours: Arc::clone(&sources.gpu_hours),
             scheduler_events: Arc::clone(&sources.scheduler_events),
+        }),
+    );
+    ctx.register_udtf(
+        "inference_capacity",
+        Arc::new(InferenceCapacity {
+            sources: sources.clone(),
+        }),
+    );
+    ctx.register_udtf(
+        "gpu_fit",
+        Arc::new(GpuFit {
+            sources: sources.clone(),
         }),
     );
     ctx.register_udtf(

@@ -327,7 +327,9 @@ fn rows_batch(rows: &[Row]) -> DfResult<RecordBatch> {
         number(|r| Some(r.inputs.gpu_hours)),
         number(|r| r.savings.gpu_price),
         number(|r| r.savings.on_demand.map(|(amount, _)| amount)),
-        text(rows, |r| r.savings.on_demand.map(|(_, source)| source.name())),
+        text(rows, |r| {
+            r.savings.on_demand.map(|(_, source)| source.name())
+        }),
         number(|r| Some(r.savings.spot_cost)),
         number(|r| r.savings.discount()),
         number(|r| Some(r.inputs.lost_gpu_hours)),

@@ -54,7 +54,7 @@ use gpuledger_lake::tables::timestamp;
 use gpuledger_ledger::objects::{Object, Spec};
 use gpuledger_ledger::time::MICROS_PER_DAY;
 use gpuledger_ledger::unit_economics::{
-    Outcome, Request, Row, Serving, SloSpec, Slos, TeamCost, UnitEconomics, WorkloadCost,
+    Costing, Outcome, Request, Row, Serving, SloSpec, Slos, TeamCost, UnitEconomics, WorkloadCost,
 };
 
 use super::{scan_window, window};
@@ -189,7 +189,9 @@ impl TableProvider for UnitEconomicsTable {
 }
 
 /// The UTC days a window touches, each with its part of the window.
-fn days((from, to): &(ScalarValue, ScalarValue)) -> Vec<(i64, (ScalarValue, ScalarValue))> {
+pub(super) fn days(
+    (from, to): &(ScalarValue, ScalarValue),
+) -> Vec<(i64, (ScalarValue, ScalarValue))> {
     let (
         ScalarValue::TimestampMicrosecond(Some(from), tz),
         ScalarValue::TimestampMicrosecond(Some(to), _),
@@ -215,189 +217,201 @@ impl UnitEconomicsTable {
         slos: &Slos,
         bounds: &(ScalarValue, ScalarValue),
     ) -> DfResult<Vec<Row>> {
-        let mut economics = UnitEconomics::new(slos.clone(), self.serving(state, bounds).await?);
-        self.add_requests(state, bounds, &mut economics).await?;
-        Ok(economics.finish())
+        Ok(costed(state, &self.sources, slos, bounds).await?.0)
     }
 
     async fn slos(&self) -> DfResult<Slos> {
-        Ok(Slos::new(
-            declared_specs::<SloSpec>(&self.sources.catalog).await?,
-        ))
+        declared_slos(&self.sources.catalog).await
     }
+}
 
-    /// The workloads' GPU cost in the window, the models they serve, and each team's direct and
-    /// shared cost over the days the window touches.
-    async fn serving(
-        &self,
-        state: &dyn Session,
-        bounds: &(ScalarValue, ScalarValue),
-    ) -> DfResult<Serving> {
-        let sources = &self.sources;
-        let cost = |name: &str| coalesce(vec![col(name), lit(0.0)]);
-        let workloads = scan_window("gpu_hours", &sources.gpu_hours, "hour", bounds)?
-            .filter(col("team").is_not_null().and(col("workload").is_not_null()))?
-            .aggregate(
-                vec![col("team"), col("namespace"), col("workload")],
-                vec![sum(cost("cost_busy") + cost("cost_allocated_idle")).alias("direct")],
-            )?
-            .build()?;
-        // Allocations are clipped to the day they are booked in: those overlapping the window
-        // start on or after the day `from` falls in.
-        let days = (start_of_day(&bounds.0), bounds.1.clone());
-        let models = scan_window("allocations", &sources.allocations, "start_time", &days)?
-            .filter(
-                col("end_time")
-                    .gt(lit(bounds.0.clone()))
-                    .and(col("workload").is_not_null())
-                    .and(col("model").is_not_null()),
-            )?
-            .aggregate(
-                vec![col("namespace"), col("workload"), col("model")],
-                Vec::<Expr>::new(),
-            )?
-            .build()?;
-        let bucket_sum = |buckets: &[&str], name: &str| -> DfResult<Expr> {
-            let listed = buckets.iter().map(|b| lit(*b)).collect();
-            Ok(
-                sum(when(col("bucket").in_list(listed, false), col("amount"))
-                    .otherwise(lit(0.0))?)
+pub(super) async fn declared_slos(catalog: &Catalog) -> DfResult<Slos> {
+    Ok(Slos::new(declared_specs::<SloSpec>(catalog).await?))
+}
+
+/// One window's unit economics: its rows, and the costing that priced them.
+pub(super) async fn costed(
+    state: &dyn Session,
+    sources: &UnitEconomicsSources,
+    slos: &Slos,
+    bounds: &(ScalarValue, ScalarValue),
+) -> DfResult<(Vec<Row>, Costing)> {
+    let mut economics = UnitEconomics::new(slos.clone(), serving(state, sources, bounds).await?);
+    for_each_request(state, &sources.token_usage, bounds, |request| {
+        economics.add(request)
+    })
+    .await?;
+    Ok(economics.into_costing())
+}
+
+/// The workloads' GPU cost in the window, the models they serve, and each team's direct and
+/// shared cost over the days the window touches.
+async fn serving(
+    state: &dyn Session,
+    sources: &UnitEconomicsSources,
+    bounds: &(ScalarValue, ScalarValue),
+) -> DfResult<Serving> {
+    let cost = |name: &str| coalesce(vec![col(name), lit(0.0)]);
+    let workloads = scan_window("gpu_hours", &sources.gpu_hours, "hour", bounds)?
+        .filter(col("team").is_not_null().and(col("workload").is_not_null()))?
+        .aggregate(
+            vec![col("team"), col("namespace"), col("workload")],
+            vec![sum(cost("cost_busy") + cost("cost_allocated_idle")).alias("direct")],
+        )?
+        .build()?;
+    // Allocations are clipped to the day they are booked in: those overlapping the window
+    // start on or after the day `from` falls in.
+    let days = (start_of_day(&bounds.0), bounds.1.clone());
+    let models = scan_window("allocations", &sources.allocations, "start_time", &days)?
+        .filter(
+            col("end_time")
+                .gt(lit(bounds.0.clone()))
+                .and(col("workload").is_not_null())
+                .and(col("model").is_not_null()),
+        )?
+        .aggregate(
+            vec![col("namespace"), col("workload"), col("model")],
+            Vec::<Expr>::new(),
+        )?
+        .build()?;
+    let bucket_sum = |buckets: &[&str], name: &str| -> DfResult<Expr> {
+        let listed = buckets.iter().map(|b| lit(*b)).collect();
+        Ok(
+            sum(when(col("bucket").in_list(listed, false), col("amount")).otherwise(lit(0.0))?)
                 .alias(name),
-            )
-        };
-        let team_costs = scan_window("cost_entries", &sources.cost_entries, "day", &days)?
-            .filter(col("team").is_not_null())?
-            .aggregate(
-                vec![col("team")],
-                vec![
-                    bucket_sum(&["direct", "allocated_idle"], "direct")?,
-                    bucket_sum(&["shared"], "shared")?,
-                ],
-            )?
-            .build()?;
+        )
+    };
+    let team_costs = scan_window("cost_entries", &sources.cost_entries, "day", &days)?
+        .filter(col("team").is_not_null())?
+        .aggregate(
+            vec![col("team")],
+            vec![
+                bucket_sum(&["direct", "allocated_idle"], "direct")?,
+                bucket_sum(&["shared"], "shared")?,
+            ],
+        )?
+        .build()?;
 
-        let mut serving = Serving::default();
-        for batch in run(state, workloads).await? {
-            let (team, namespace, workload) = (
-                strings(&batch, "team")?,
-                strings(&batch, "namespace")?,
-                strings(&batch, "workload")?,
-            );
-            let direct = floats(&batch, "direct")?;
-            for row in 0..batch.num_rows() {
-                serving.workloads.push(WorkloadCost {
-                    team: team.value(row).to_string(),
-                    namespace: text(&namespace, row).map(str::to_string),
-                    workload: workload.value(row).to_string(),
-                    direct: direct.value(row),
-                });
-            }
+    let mut serving = Serving::default();
+    for batch in run(state, workloads).await? {
+        let (team, namespace, workload) = (
+            strings(&batch, "team")?,
+            strings(&batch, "namespace")?,
+            strings(&batch, "workload")?,
+        );
+        let direct = floats(&batch, "direct")?;
+        for row in 0..batch.num_rows() {
+            serving.workloads.push(WorkloadCost {
+                team: team.value(row).to_string(),
+                namespace: text(&namespace, row).map(str::to_string),
+                workload: workload.value(row).to_string(),
+                direct: direct.value(row),
+            });
         }
-        for batch in run(state, models).await? {
-            let (namespace, workload, model) = (
-                strings(&batch, "namespace")?,
-                strings(&batch, "workload")?,
-                strings(&batch, "model")?,
-            );
-            for row in 0..batch.num_rows() {
-                serving.models.push((
-                    text(&namespace, row).map(str::to_string),
-                    workload.value(row).to_string(),
-                    model.value(row).to_string(),
-                ));
-            }
-        }
-        let mut teams = BTreeMap::new();
-        for batch in run(state, team_costs).await? {
-            let team = strings(&batch, "team")?;
-            let (direct, shared) = (floats(&batch, "direct")?, floats(&batch, "shared")?);
-            for row in 0..batch.num_rows() {
-                teams.insert(
-                    team.value(row).to_string(),
-                    TeamCost {
-                        direct: direct.value(row),
-                        shared: shared.value(row),
-                    },
-                );
-            }
-        }
-        serving.teams = teams;
-        Ok(serving)
     }
+    for batch in run(state, models).await? {
+        let (namespace, workload, model) = (
+            strings(&batch, "namespace")?,
+            strings(&batch, "workload")?,
+            strings(&batch, "model")?,
+        );
+        for row in 0..batch.num_rows() {
+            serving.models.push((
+                text(&namespace, row).map(str::to_string),
+                workload.value(row).to_string(),
+                model.value(row).to_string(),
+            ));
+        }
+    }
+    let mut teams = BTreeMap::new();
+    for batch in run(state, team_costs).await? {
+        let team = strings(&batch, "team")?;
+        let (direct, shared) = (floats(&batch, "direct")?, floats(&batch, "shared")?);
+        for row in 0..batch.num_rows() {
+            teams.insert(
+                team.value(row).to_string(),
+                TeamCost {
+                    direct: direct.value(row),
+                    shared: shared.value(row),
+                },
+            );
+        }
+    }
+    serving.teams = teams;
+    Ok(serving)
+}
 
-    /// Streams the window's requests into `economics`: memory holds one batch and the rows.
-    async fn add_requests(
-        &self,
-        state: &dyn Session,
-        bounds: &(ScalarValue, ScalarValue),
-        economics: &mut UnitEconomics,
-    ) -> DfResult<()> {
-        let columns = [
-            "ts",
+/// Streams the window's requests into `each`: memory holds one batch at a time.
+pub(super) async fn for_each_request(
+    state: &dyn Session,
+    token_usage: &Arc<dyn TableProvider>,
+    bounds: &(ScalarValue, ScalarValue),
+    mut each: impl FnMut(&Request),
+) -> DfResult<()> {
+    let columns = [
+        "ts",
+        "team",
+        "namespace",
+        "workload",
+        "model",
+        "priority",
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "ttft_ms",
+        "latency_ms",
+        "status",
+        "cache_hit",
+    ];
+    let plan = scan_window("token_usage", token_usage, "ts", bounds)?
+        .project(columns.map(col))?
+        .build()?;
+    let physical = state.create_physical_plan(&plan).await?;
+    let mut batches = execute_stream(physical, state.task_ctx())?;
+    while let Some(batch) = batches.next().await {
+        let batch = batch?;
+        let ts = column(&batch, "ts", &timestamp())?;
+        let ts = ts.as_primitive::<TimestampMicrosecondType>();
+        let [team, namespace, workload, model, priority, status] = [
             "team",
             "namespace",
             "workload",
             "model",
             "priority",
-            "input_tokens",
-            "output_tokens",
-            "cached_tokens",
-            "ttft_ms",
-            "latency_ms",
             "status",
-            "cache_hit",
-        ];
-        let plan = scan_window("token_usage", &self.sources.token_usage, "ts", bounds)?
-            .project(columns.map(col))?
-            .build()?;
-        let physical = state.create_physical_plan(&plan).await?;
-        let mut batches = execute_stream(physical, state.task_ctx())?;
-        while let Some(batch) = batches.next().await {
-            let batch = batch?;
-            let ts = column(&batch, "ts", &timestamp())?;
-            let ts = ts.as_primitive::<TimestampMicrosecondType>();
-            let [team, namespace, workload, model, priority, status] = [
-                "team",
-                "namespace",
-                "workload",
-                "model",
-                "priority",
-                "status",
-            ]
-            .map(|name| strings(&batch, name));
-            let (team, namespace, workload, model, priority, status) =
-                (team?, namespace?, workload?, model?, priority?, status?);
-            let [input, output, cached] = ["input_tokens", "output_tokens", "cached_tokens"]
-                .map(|name| integers(&batch, name));
-            let (input, output, cached) = (input?, output?, cached?);
-            let (ttft, latency) = (floats(&batch, "ttft_ms")?, floats(&batch, "latency_ms")?);
-            let cache_hit = column(&batch, "cache_hit", &DataType::Boolean)?;
-            let cache_hit = cache_hit.as_boolean();
-            let number =
-                |values: &Float64Array, row| values.is_valid(row).then(|| values.value(row));
-            let count = |values: &Int64Array, row| values.is_valid(row).then(|| values.value(row));
-            for row in 0..batch.num_rows() {
-                economics.add(&Request {
-                    ts: ts.value(row),
-                    team: text(&team, row),
-                    namespace: text(&namespace, row),
-                    workload: text(&workload, row),
-                    model: text(&model, row),
-                    priority: text(&priority, row),
-                    input_tokens: count(&input, row),
-                    output_tokens: count(&output, row),
-                    cached_tokens: count(&cached, row),
-                    cache_hit: cache_hit.is_valid(row).then(|| cache_hit.value(row)),
-                    outcome: Outcome {
-                        status: text(&status, row),
-                        ttft_ms: number(&ttft, row),
-                        latency_ms: number(&latency, row),
-                    },
-                });
-            }
+        ]
+        .map(|name| strings(&batch, name));
+        let (team, namespace, workload, model, priority, status) =
+            (team?, namespace?, workload?, model?, priority?, status?);
+        let [input, output, cached] =
+            ["input_tokens", "output_tokens", "cached_tokens"].map(|name| integers(&batch, name));
+        let (input, output, cached) = (input?, output?, cached?);
+        let (ttft, latency) = (floats(&batch, "ttft_ms")?, floats(&batch, "latency_ms")?);
+        let cache_hit = column(&batch, "cache_hit", &DataType::Boolean)?;
+        let cache_hit = cache_hit.as_boolean();
+        let number = |values: &Float64Array, row| values.is_valid(row).then(|| values.value(row));
+        let count = |values: &Int64Array, row| values.is_valid(row).then(|| values.value(row));
+        for row in 0..batch.num_rows() {
+            each(&Request {
+                ts: ts.value(row),
+                team: text(&team, row),
+                namespace: text(&namespace, row),
+                workload: text(&workload, row),
+                model: text(&model, row),
+                priority: text(&priority, row),
+                input_tokens: count(&input, row),
+                output_tokens: count(&output, row),
+                cached_tokens: count(&cached, row),
+                cache_hit: cache_hit.is_valid(row).then(|| cache_hit.value(row)),
+                outcome: Outcome {
+                    status: text(&status, row),
+                    ttft_ms: number(&ttft, row),
+                    latency_ms: number(&latency, row),
+                },
+            });
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// The UTC midnight at or before a timestamp bound: the journal is by day.
