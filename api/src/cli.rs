@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use clap::{Parser, Subcommand, ValueEnum};
+use gpuledger_demo::DemoSpec;
 use gpuledger_ingest::pipeline::Source;
 use gpuledger_ledger::objects::ObjectKind;
 
@@ -50,6 +51,10 @@ pub enum Command {
     Get(GetArgs),
     /// Delete a declared object.
     Delete(DeleteArgs),
+    /// Generate a realistic GPU cluster (dcgm-exporter scrapes, a FOCUS bill, gateway tokens,
+    /// scheduler events, catalog objects), load it through the real ingest paths, build the
+    /// ledger, check that it balances, then serve it.
+    Demo(DemoArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -161,6 +166,45 @@ pub struct DeleteArgs {
 
     /// The object's name, as `get` lists it.
     pub name: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// GPUs in the cluster: a multiple of 8, at least 16 (H100 and A100 node groups).
+    #[arg(long, env = "GPULEDGER_DEMO_GPUS", default_value_t = DemoSpec::DEFAULT_GPUS)]
+    pub gpus: u32,
+
+    /// Days of data.
+    #[arg(long, env = "GPULEDGER_DEMO_DAYS", default_value_t = DemoSpec::DEFAULT_DAYS)]
+    pub days: u32,
+
+    /// The same seed gives the same data.
+    #[arg(long, env = "GPULEDGER_DEMO_SEED", default_value_t = DemoSpec::DEFAULT_SEED)]
+    pub seed: u64,
+
+    /// First day (UTC), YYYY-MM-DD; by default the data ends today.
+    #[arg(long, env = "GPULEDGER_DEMO_START")]
+    pub start: Option<NaiveDate>,
+
+    /// Time between dcgm-exporter scrapes: seconds, `30s` or `1m`.
+    #[arg(long, env = "GPULEDGER_DEMO_SCRAPE_INTERVAL", default_value = "30s", value_parser = parse_seconds)]
+    pub scrape_interval: u32,
+
+    /// Stop once the data is loaded and the ledger built, instead of serving it.
+    #[arg(long, env = "GPULEDGER_DEMO_NO_SERVE")]
+    pub no_serve: bool,
+}
+
+/// `30`, `30s` or `2m` as seconds.
+fn parse_seconds(s: &str) -> Result<u32, String> {
+    let (number, unit) = match s.strip_suffix('m') {
+        Some(minutes) => (minutes, 60),
+        None => (s.strip_suffix('s').unwrap_or(s), 1),
+    };
+    number
+        .parse::<u32>()
+        .map(|n| n * unit)
+        .map_err(|_| format!("'{s}' is not a duration such as 30s or 1m"))
 }
 
 fn parse_source(s: &str) -> Result<Source, String> {

@@ -47,6 +47,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
         Command::Get(args) => commands::objects::get(&lake, args).await,
         Command::Delete(args) => commands::objects::delete(&lake, args).await,
         Command::Ledger(args) => commands::ledger::run(&lake, args).await,
+        Command::Demo(args) => commands::demo::run(&lake, &cli.data, args).await,
         Command::Migrate => {
             println!("catalog is up to date ({:?})", lake.catalog().backend());
             Ok(ExitCode::SUCCESS)

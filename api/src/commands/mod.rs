@@ -1,3 +1,4 @@
+pub mod demo;
 pub mod ingest;
 pub mod ledger;
 pub mod objects;
