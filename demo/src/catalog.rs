@@ -134,3 +134,6 @@ pub fn slos() -> Vec<Value> {
         slo(json!({"model": "bge-large", "priority": "*", "latency_ms": 150})),
     ]
 }
+
+#[cfg(test)]
+mod tests;

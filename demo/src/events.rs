@@ -6,6 +6,9 @@ use serde_json::{Map, Value, json};
 
 use crate::scenario::{CLUSTER, Labels, MIG_LAYOUT, Outcome, Run, Scenario};
 
+/// Sequence length of the language models' training samples.
+const TOKENS_PER_SAMPLE: u64 = 4_096;
+
 /// Every event of the plan, one JSON object per line, in time order.
 pub fn events_jsonl(scenario: &Scenario) -> Vec<u8> {
     let start = scenario.spec.start_time();
@@ -106,10 +109,9 @@ fn run_events(scenario: &Scenario, run: &Run, events: &mut Vec<(i64, Value)>) {
         }),
     );
     events.push((run.start, start));
-    for &checkpoint in &run.checkpoints {
-        events.push((checkpoint, with("checkpoint", placed.clone())));
-        let samples =
-            (run.samples_per_gpu_second * gpus as f64 * (checkpoint - run.start) as f64) as u64;
+    // Training reports its cumulative work at each checkpoint, and once more when it finishes.
+    let progress = |t: i64| {
+        let samples = (run.samples_per_gpu_second * gpus as f64 * (t - run.start) as f64) as u64;
         let mut progress = with("progress", placed.clone());
         progress["samples"] = json!(samples);
         if run
@@ -117,12 +119,19 @@ fn run_events(scenario: &Scenario, run: &Run, events: &mut Vec<(i64, Value)>) {
             .model
             .is_some_and(|m| m.starts_with("llama") || m.starts_with("mistral"))
         {
-            progress["tokens"] = json!(samples * 4_096);
+            progress["tokens"] = json!(samples * TOKENS_PER_SAMPLE);
         }
-        events.push((checkpoint, progress));
+        (t, progress)
+    };
+    for &checkpoint in &run.checkpoints {
+        events.push((checkpoint, with("checkpoint", placed.clone())));
+        events.push(progress(checkpoint));
     }
     match run.outcome {
         Outcome::Finished => {
+            if run.samples_per_gpu_second > 0.0 {
+                events.push(progress(run.end));
+            }
             let mut stop = with("stop", placed);
             stop["reason"] = json!("finished");
             events.push((run.end, stop));
@@ -140,3 +149,6 @@ fn run_events(scenario: &Scenario, run: &Run, events: &mut Vec<(i64, Value)>) {
         Outcome::Running => {}
     }
 }
+
+#[cfg(test)]
+mod tests;
