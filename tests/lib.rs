@@ -4,6 +4,7 @@
 
 mod support;
 
+mod demo;
 mod golden;
 mod ingest_dcgm;
 mod ingest_events;

@@ -18,6 +18,7 @@ use gpuledger_demo::{ChunkReader, DemoSpec, Scenario, catalog, events};
 use gpuledger_ingest::ParseContext;
 use gpuledger_ingest::pipeline::{IngestOptions, IngestReport, Input, Source, ingest};
 use gpuledger_lake::Lake;
+use gpuledger_lake::tables::Table;
 use gpuledger_ledger::time::Span;
 use gpuledger_query::ledger_build::{balance, build_ledger, day_span, days_between, declared};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -37,6 +38,14 @@ pub async fn run(lake: &Lake, data: &str, args: DemoArgs) -> Result<ExitCode, Bo
         scrape_interval_s: args.scrape_interval,
     };
     spec.check()?;
+    for table in Table::ALL {
+        if !lake.catalog().active_files(table, None, None).await?.is_empty() {
+            return Err(format!(
+                "{data} already holds data ({table}): the demo loads a fresh lake; give it an empty --data directory"
+            )
+            .into());
+        }
+    }
     let started = Instant::now();
     let scenario = Scenario::plan(&spec);
     let last_day = spec.start + Duration::days(spec.days as i64 - 1);
