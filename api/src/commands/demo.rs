@@ -23,9 +23,11 @@ use gpuledger_ledger::time::Span;
 use gpuledger_query::ledger_build::{balance, build_ledger, day_span, days_between, declared};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::DemoArgs;
+use crate::cli::{DemoArgs, ServeArgs};
 use crate::commands::ingest::{print_report, progress_bar, show_progress, with_progress};
 use crate::commands::objects;
+use crate::serve;
+use crate::serve::auth::{Permission, create_token};
 
 pub async fn run(lake: &Lake, data: &str, args: DemoArgs) -> Result<ExitCode, Box<dyn Error>> {
     let spec = DemoSpec {
@@ -39,7 +41,12 @@ pub async fn run(lake: &Lake, data: &str, args: DemoArgs) -> Result<ExitCode, Bo
     };
     spec.check()?;
     for table in Table::ALL {
-        if !lake.catalog().active_files(table, None, None).await?.is_empty() {
+        if !lake
+            .catalog()
+            .active_files(table, None, None)
+            .await?
+            .is_empty()
+        {
             return Err(format!(
                 "{data} already holds data ({table}): the demo loads a fresh lake; give it an empty --data directory"
             )
@@ -150,15 +157,18 @@ pub async fn run(lake: &Lake, data: &str, args: DemoArgs) -> Result<ExitCode, Bo
     if args.no_serve {
         return Ok(ExitCode::SUCCESS);
     }
-    serve(lake).await
+    serve(lake, args.serve).await
 }
 
-/// Where the demo hands over to the server (dashboard, REST API, Postgres port): the one call
-/// to replace once `gpuledger serve` exists.
-async fn serve(_lake: &Lake) -> Result<ExitCode, Box<dyn Error>> {
+/// Where the demo hands over to the server, with an admin token made for it.
+async fn serve(lake: &Lake, args: ServeArgs) -> Result<ExitCode, Box<dyn Error>> {
+    let token = create_token(lake.catalog(), "demo admin", Permission::Admin, None).await?;
+    println!("\nadmin token (shown once): {}", token.secret);
     println!(
-        "\n(`gpuledger serve` is not in this build yet: query the demo with `gpuledger sql`.)"
+        "  curl -H 'Authorization: Bearer {}' -H 'Content-Type: application/json' \\\n    http://{}/v1/sql -d '{{\"query\": \"select count(*) from gpu_hours\"}}'",
+        token.secret, args.listen
     );
+    serve::run(lake.clone(), args).await?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,3 +3,4 @@ pub mod ingest;
 pub mod ledger;
 pub mod objects;
 pub mod sql;
+pub mod token;
