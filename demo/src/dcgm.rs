@@ -144,13 +144,13 @@ enum SeriesKind {
 
 impl SeriesKind {
     fn prints(self, scope: Scope) -> bool {
-        match (self, scope) {
-            (_, Scope::Every) => true,
-            (SeriesKind::Whole, _) => true,
-            (SeriesKind::MigParent, Scope::Device) => true,
-            (SeriesKind::MigInstance(_), Scope::Profiling) => true,
-            _ => false,
-        }
+        matches!(
+            (self, scope),
+            (_, Scope::Every)
+                | (SeriesKind::Whole, _)
+                | (SeriesKind::MigParent, Scope::Device)
+                | (SeriesKind::MigInstance(_), Scope::Profiling)
+        )
     }
 }
 

@@ -97,8 +97,9 @@ fn runs_never_overlap_each_other_reservations_or_faults() {
     for seed in [1, 2, 3] {
         let scenario = Scenario::plan(&spec(16, 4, seed));
         let window = scenario.window_seconds();
-        let mut by_slot: std::collections::BTreeMap<(usize, u32, Option<usize>), Vec<(i64, i64)>> =
-            Default::default();
+        // (node, GPU, MIG instance) → the spans of its runs.
+        type Slot = (usize, u32, Option<usize>);
+        let mut by_slot: std::collections::BTreeMap<Slot, Vec<(i64, i64)>> = Default::default();
         for run in &scenario.runs {
             assert!(run.start < run.end, "{run:?}");
             for &gpu in &run.gpus {
