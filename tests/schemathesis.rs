@@ -30,7 +30,7 @@ fn the_api_keeps_to_its_openapi_document() {
         .args(["--max-examples", "40"])
         .args(["--workers", "2"])
         .args(["--seed", "1"])
-        .args(["--max-time", "240"])
+        .args(["--max-time", "60"])
         .env("SCHEMATHESIS_HOOKS", "")
         .env("NO_COLOR", "1")
         .output()
