@@ -13,5 +13,7 @@ mod ingest_pipeline;
 mod ingest_tokens;
 mod ledger;
 mod objects;
+mod schemathesis;
+mod serve;
 mod training;
 mod unit_economics;

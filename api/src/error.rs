@@ -188,3 +188,27 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// A JSON request body whose every rejection (no JSON content type, broken JSON, a missing or
+/// unknown field) is a problem+json 400 naming what was wrong, like every other error.
+#[derive(Debug, axum::extract::FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct JsonBody<T>(pub T);
+
+impl From<axum::extract::rejection::JsonRejection> for ApiError {
+    fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
+        ApiError::BadRequest(rejection.body_text())
+    }
+}
+
+impl From<axum::extract::rejection::PathRejection> for ApiError {
+    fn from(rejection: axum::extract::rejection::PathRejection) -> Self {
+        ApiError::BadRequest(rejection.body_text())
+    }
+}
+
+impl From<axum::extract::rejection::QueryRejection> for ApiError {
+    fn from(rejection: axum::extract::rejection::QueryRejection) -> Self {
+        ApiError::BadRequest(rejection.body_text())
+    }
+}

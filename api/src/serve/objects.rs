@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::{Permission, Principal};
-use crate::error::{ApiError, Problem};
+use crate::error::{ApiError, JsonBody, Problem};
 
 /// An object as `gpuledger apply` takes it and `gpuledger get --format json` prints it.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -100,7 +100,7 @@ fn not_found(kind: ObjectKind, name: &str) -> ApiError {
     get,
     path = "/v1/objects/{kind}",
     tag = "objects",
-    params(("kind" = String, Path, description = "node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy, slo, …")),
+    params(("kind" = String, Path, description = "node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy, slo, …", example = "reservation")),
     responses(
         (status = 200, body = Vec<ObjectDocument>),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -123,7 +123,7 @@ pub async fn list(
     get,
     path = "/v1/objects/{kind}/{name}",
     tag = "objects",
-    params(("kind" = String, Path), ("name" = String, Path)),
+    params(("kind" = String, Path, example = "reservation"), ("name" = String, Path, example = "warm-pool")),
     responses(
         (status = 200, body = ObjectDocument),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -150,10 +150,11 @@ pub async fn get(
     post,
     path = "/v1/objects/{kind}",
     tag = "objects",
-    params(("kind" = String, Path)),
+    params(("kind" = String, Path, example = "reservation")),
     request_body = NewObject,
     responses(
         (status = 201, body = ObjectDocument),
+        (status = 400, description = "The body is not the JSON this takes", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown kind", body = Problem, content_type = "application/problem+json"),
@@ -165,7 +166,7 @@ pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
     Path(kind_name): Path<String>,
-    Json(new): Json<NewObject>,
+    JsonBody(new): JsonBody<NewObject>,
 ) -> Result<(StatusCode, Json<ObjectDocument>), ApiError> {
     principal.require(Permission::Admin, "changing catalog objects")?;
     let kind = kind(&kind_name)?;
@@ -194,11 +195,12 @@ pub async fn create(
     put,
     path = "/v1/objects/{kind}/{name}",
     tag = "objects",
-    params(("kind" = String, Path), ("name" = String, Path)),
+    params(("kind" = String, Path, example = "reservation"), ("name" = String, Path, example = "warm-pool")),
     request_body = ObjectSpec,
     responses(
         (status = 200, description = "Replaced (or unchanged)", body = ObjectDocument),
         (status = 201, description = "Created", body = ObjectDocument),
+        (status = 400, description = "The body is not the JSON this takes", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown kind", body = Problem, content_type = "application/problem+json"),
@@ -209,7 +211,7 @@ pub async fn replace(
     State(state): State<AppState>,
     principal: Principal,
     Path((kind_name, name)): Path<(String, String)>,
-    Json(body): Json<ObjectSpec>,
+    JsonBody(body): JsonBody<ObjectSpec>,
 ) -> Result<(StatusCode, Json<ObjectDocument>), ApiError> {
     principal.require(Permission::Admin, "changing catalog objects")?;
     let kind = kind(&kind_name)?;
@@ -238,7 +240,7 @@ pub async fn replace(
     delete,
     path = "/v1/objects/{kind}/{name}",
     tag = "objects",
-    params(("kind" = String, Path), ("name" = String, Path)),
+    params(("kind" = String, Path, example = "reservation"), ("name" = String, Path, example = "warm-pool")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 401, body = Problem, content_type = "application/problem+json"),

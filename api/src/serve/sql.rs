@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::auth::{Permission, Principal};
 use crate::cli::OutputFormat;
-use crate::error::{ApiError, Problem};
+use crate::error::{ApiError, JsonBody, Problem};
 use crate::output::write_batches;
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -87,7 +87,7 @@ fn negotiate(named: Option<&str>, headers: &HeaderMap) -> Result<OutputFormat, A
             (Vec<u8> = "application/vnd.apache.arrow.stream"),
             (Vec<u8> = "application/vnd.apache.parquet"),
         )),
-        (status = 400, description = "The query is not valid SQL or names something unknown", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "The body is not the JSON this takes, or the query is not valid SQL or names something unknown", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not a read-only query, or the token may not query", body = Problem, content_type = "application/problem+json"),
         (status = 406, description = "No format the client accepts", body = Problem, content_type = "application/problem+json"),
@@ -98,7 +98,7 @@ pub async fn query(
     State(state): State<AppState>,
     principal: Principal,
     headers: HeaderMap,
-    Json(request): Json<SqlRequest>,
+    JsonBody(request): JsonBody<SqlRequest>,
 ) -> Result<Response, ApiError> {
     principal.require(Permission::Read, "queries")?;
     let format = negotiate(request.format.as_deref(), &headers)?;

@@ -212,3 +212,4 @@ async fn a_result_past_its_size_limit_is_refused() {
         "the result is larger than 1 MiB: aggregate it, or add LIMIT"
     );
 }
+
