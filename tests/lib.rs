@@ -4,6 +4,7 @@
 
 mod support;
 
+mod demo;
 mod golden;
 mod ingest_dcgm;
 mod ingest_events;
@@ -12,6 +13,8 @@ mod ingest_pipeline;
 mod ingest_tokens;
 mod ledger;
 mod objects;
+mod schemathesis;
+mod serve;
 mod spot;
 mod training;
 mod unit_economics;

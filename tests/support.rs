@@ -136,3 +136,90 @@ pub fn ledgers() -> Vec<Ledger> {
 pub fn shared(relative: &str) -> Option<PathBuf> {
     gpuledger_ingest::testdata::shared_data(relative)
 }
+
+/// `gpuledger serve` on a free loopback port, stopped (SIGTERM, then waited for) when dropped.
+pub struct Server {
+    child: std::process::Child,
+    pub base: String,
+    pub http: reqwest::blocking::Client,
+}
+
+impl Ledger {
+    /// Starts `gpuledger serve --listen 127.0.0.1:0 <extra>` and waits until it answers.
+    pub fn serve(&self, extra: &[&str]) -> Server {
+        use std::io::BufRead;
+        let mut child = self
+            .command()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn gpuledger serve");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let base = loop {
+            let line = lines
+                .next()
+                .expect("serve exited before it said where it listens")
+                .unwrap();
+            if let Some(url) = line.strip_prefix("gpuledger serving ") {
+                break url.to_string();
+            }
+        };
+        // Keep draining stdout so that the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server {
+            child,
+            base,
+            http: reqwest::blocking::Client::new(),
+        }
+    }
+
+    /// `gpuledger token create --scope <scope> [--team <team>]`: the token.
+    pub fn token(&self, scope: &str, team: Option<&str>) -> String {
+        let mut args = vec!["token", "create", "--scope", scope];
+        if let Some(team) = team {
+            args.extend(["--team", team]);
+        }
+        let out = self.run(&args);
+        assert!(out.status.success(), "{}", describe(&out));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+}
+
+impl Server {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `POST /v1/sql` as `token`: the status and the body as JSON.
+    pub fn sql(&self, token: &str, query: &str) -> (u16, Value) {
+        let response = self
+            .http
+            .post(self.url("/v1/sql"))
+            .bearer_auth(token)
+            .json(&serde_json::json!({ "query": query }))
+            .send()
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().unwrap())
+    }
+
+    /// The rows of a query that must succeed.
+    pub fn rows(&self, token: &str, query: &str) -> Vec<Value> {
+        let (status, body) = self.sql(token, query);
+        assert_eq!(status, 200, "{query}: {body}");
+        body.as_array().unwrap().clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SIGTERM: the graceful path users take.
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}

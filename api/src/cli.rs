@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use clap::{Parser, Subcommand, ValueEnum};
+use gpuledger_demo::DemoSpec;
 use gpuledger_ingest::pipeline::Source;
 use gpuledger_ledger::objects::ObjectKind;
 
@@ -50,6 +51,64 @@ pub enum Command {
     Get(GetArgs),
     /// Delete a declared object.
     Delete(DeleteArgs),
+    /// Generate a realistic GPU cluster (dcgm-exporter scrapes, a FOCUS bill, gateway tokens,
+    /// scheduler events, catalog objects), load it through the real ingest paths, build the
+    /// ledger, check that it balances, then serve it.
+    Demo(DemoArgs),
+    /// Serve the REST API (with SQL over HTTP, OpenAPI at /openapi.json and a reference page at
+    /// /docs), health checks and metrics. Stops on SIGINT/SIGTERM after in-flight requests finish.
+    Serve(ServeArgs),
+    /// Create, list and revoke the API's bearer tokens.
+    Token(TokenArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address and port for HTTP.
+    #[arg(long, env = "GPULEDGER_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+
+    /// Memory one SQL query may use, in MiB; past it the query fails and the service goes on.
+    #[arg(long, env = "GPULEDGER_QUERY_MEMORY_MB", default_value_t = 1024)]
+    pub query_memory_mb: usize,
+
+    /// How long one SQL query may run, e.g. 60s or 2m.
+    #[arg(long, env = "GPULEDGER_QUERY_TIMEOUT", default_value = "60s")]
+    pub query_timeout: humantime::Duration,
+
+    /// The largest SQL result returned, in MiB.
+    #[arg(long, env = "GPULEDGER_QUERY_MAX_RESULT_MB", default_value_t = 256)]
+    pub query_max_result_mb: usize,
+
+    /// SQL queries that run at once; more wait for a turn.
+    #[arg(long, env = "GPULEDGER_QUERY_CONCURRENCY", default_value_t = 4)]
+    pub query_concurrency: usize,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TokenArgs {
+    #[command(subcommand)]
+    pub command: TokenCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print it (the only time it is shown).
+    Create {
+        /// read: GET endpoints and SQL; ingest: the ingest endpoints only; admin: everything.
+        #[arg(long, value_enum)]
+        scope: crate::serve::auth::Permission,
+        /// Limit the token to one team's rows, in every endpoint and query.
+        #[arg(long)]
+        team: Option<String>,
+        /// A name to recognise the token by in `token list`.
+        #[arg(long, default_value = "")]
+        name: String,
+    },
+    /// List tokens (never their secrets).
+    List,
+    /// Revoke a token by its id.
+    Revoke { id: String },
 }
 
 #[derive(Debug, clap::Args)]
@@ -114,6 +173,9 @@ pub enum OutputFormat {
     Table,
     Csv,
     Json,
+    /// Arrow IPC stream.
+    Arrow,
+    Parquet,
 }
 
 #[derive(Debug, clap::Args)]
@@ -161,6 +223,49 @@ pub struct DeleteArgs {
 
     /// The object's name, as `get` lists it.
     pub name: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// GPUs in the cluster: a multiple of 8, at least 16 (H100 and A100 node groups).
+    #[arg(long, env = "GPULEDGER_DEMO_GPUS", default_value_t = DemoSpec::DEFAULT_GPUS)]
+    pub gpus: u32,
+
+    /// Days of data.
+    #[arg(long, env = "GPULEDGER_DEMO_DAYS", default_value_t = DemoSpec::DEFAULT_DAYS)]
+    pub days: u32,
+
+    /// The same seed gives the same data.
+    #[arg(long, env = "GPULEDGER_DEMO_SEED", default_value_t = DemoSpec::DEFAULT_SEED)]
+    pub seed: u64,
+
+    /// First day (UTC), YYYY-MM-DD; by default the data ends today.
+    #[arg(long, env = "GPULEDGER_DEMO_START")]
+    pub start: Option<NaiveDate>,
+
+    /// Time between dcgm-exporter scrapes: seconds, `30s` or `1m`.
+    #[arg(long, env = "GPULEDGER_DEMO_SCRAPE_INTERVAL", default_value = "30s", value_parser = parse_seconds)]
+    pub scrape_interval: u32,
+
+    /// Stop once the data is loaded and the ledger built, instead of serving it.
+    #[arg(long, env = "GPULEDGER_DEMO_NO_SERVE")]
+    pub no_serve: bool,
+
+    /// How to serve the demo afterwards (as `gpuledger serve`).
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+/// `30`, `30s` or `2m` as seconds.
+fn parse_seconds(s: &str) -> Result<u32, String> {
+    let (number, unit) = match s.strip_suffix('m') {
+        Some(minutes) => (minutes, 60),
+        None => (s.strip_suffix('s').unwrap_or(s), 1),
+    };
+    number
+        .parse::<u32>()
+        .map(|n| n * unit)
+        .map_err(|_| format!("'{s}' is not a duration such as 30s or 1m"))
 }
 
 fn parse_source(s: &str) -> Result<Source, String> {

@@ -2,7 +2,9 @@
 
 mod cli;
 mod commands;
+mod error;
 mod output;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -47,6 +49,9 @@ async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
         Command::Get(args) => commands::objects::get(&lake, args).await,
         Command::Delete(args) => commands::objects::delete(&lake, args).await,
         Command::Ledger(args) => commands::ledger::run(&lake, args).await,
+        Command::Demo(args) => commands::demo::run(&lake, &cli.data, args).await,
+        Command::Serve(args) => serve::run(lake, args).await.map(|()| ExitCode::SUCCESS),
+        Command::Token(args) => commands::token::run(&lake, args).await,
         Command::Migrate => {
             println!("catalog is up to date ({:?})", lake.catalog().backend());
             Ok(ExitCode::SUCCESS)

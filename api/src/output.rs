@@ -1,16 +1,32 @@
-//! Printing query results as a table, CSV or JSON.
+//! Writing query results as a table, CSV, JSON, an Arrow IPC stream or Parquet: for the CLI and
+//! for `POST /v1/sql`.
 
 use std::io::Write;
 
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 
 use crate::cli::OutputFormat;
 
-pub fn write_batches(
-    out: &mut dyn Write,
+impl OutputFormat {
+    /// The media type of the format over HTTP.
+    pub fn media_type(self) -> &'static str {
+        match self {
+            OutputFormat::Table => "text/plain; charset=utf-8",
+            OutputFormat::Csv => "text/csv; charset=utf-8",
+            OutputFormat::Json => "application/json",
+            OutputFormat::Arrow => "application/vnd.apache.arrow.stream",
+            OutputFormat::Parquet => "application/vnd.apache.parquet",
+        }
+    }
+}
+
+pub fn write_batches<W: Write + Send>(
+    out: &mut W,
+    schema: &SchemaRef,
     batches: &[RecordBatch],
     format: OutputFormat,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     match format {
         OutputFormat::Table => writeln!(
             out,
@@ -21,6 +37,10 @@ pub fn write_batches(
             let mut writer = arrow::csv::WriterBuilder::new()
                 .with_header(true)
                 .build(&mut *out);
+            if batches.is_empty() {
+                // The header still says which columns there would have been.
+                writer.write(&RecordBatch::new_empty(schema.clone()))?;
+            }
             for batch in batches {
                 writer.write(batch)?;
             }
@@ -33,6 +53,20 @@ pub fn write_batches(
             writer.write_batches(&batches.iter().collect::<Vec<_>>())?;
             writer.finish()?;
             writeln!(out)?;
+        }
+        OutputFormat::Arrow => {
+            let mut writer = arrow::ipc::writer::StreamWriter::try_new(&mut *out, schema)?;
+            for batch in batches {
+                writer.write(batch)?;
+            }
+            writer.finish()?;
+        }
+        OutputFormat::Parquet => {
+            let mut writer = parquet::arrow::ArrowWriter::try_new(&mut *out, schema.clone(), None)?;
+            for batch in batches {
+                writer.write(batch)?;
+            }
+            writer.close()?;
         }
     }
     Ok(())

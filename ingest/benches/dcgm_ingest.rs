@@ -19,6 +19,7 @@ use chrono::{TimeZone, Utc};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
+use gpuledger_demo::noise::{mix, unit};
 use gpuledger_ingest::dcgm;
 use gpuledger_ingest::pipeline::{IngestOptions, Input, Source, ingest};
 use gpuledger_ingest::{IngestError, ParseContext, Rejection, Sink};
@@ -199,19 +200,10 @@ const PCI_BUSES: [&str; GPUS_PER_NODE] = ["18", "2A", "3A", "5D", "9A", "AB", "B
 const FB_TOTAL_MIB: u64 = 81_559;
 const FB_RESERVED_MIB: u64 = 511;
 
-/// A deterministic pseudo-random stream (splitmix64): the same text on every run.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-/// A value in `[low, high)` for one (GPU, scrape, metric).
+/// A value in `[low, high)` for one (GPU, scrape, metric): the same text on every run.
 fn draw(gpu: usize, scrape: usize, metric: usize, low: f64, high: f64) -> f64 {
     let seed = ((gpu as u64) << 32) ^ ((scrape as u64) << 8) ^ metric as u64;
-    let unit = (mix(seed) >> 11) as f64 / (1u64 << 53) as f64;
-    low + unit * (high - low)
+    low + unit(seed) * (high - low)
 }
 
 /// One GPU's label text, in dcgm-exporter's field order.

@@ -98,6 +98,12 @@ pub enum Input {
         origin: String,
         bytes: bytes::Bytes,
     },
+    /// A stream made as it is read (the demo's generated month of scrapes), with a name for
+    /// messages.
+    Reader {
+        origin: String,
+        reader: Box<dyn Read + Send>,
+    },
 }
 
 impl Input {
@@ -105,7 +111,7 @@ impl Input {
         match self {
             Input::Path(path) => path.display().to_string(),
             Input::Stdin => "-".to_string(),
-            Input::Bytes { origin, .. } => origin.clone(),
+            Input::Bytes { origin, .. } | Input::Reader { origin, .. } => origin.clone(),
         }
     }
 
@@ -113,7 +119,7 @@ impl Input {
     pub fn size(&self) -> Option<u64> {
         match self {
             Input::Path(path) => std::fs::metadata(path).ok().map(|m| m.len()),
-            Input::Stdin => None,
+            Input::Stdin | Input::Reader { .. } => None,
             Input::Bytes { bytes, .. } => Some(bytes.len() as u64),
         }
     }
@@ -139,6 +145,7 @@ impl Input {
             ),
             Input::Stdin => Box::new(std::io::stdin()),
             Input::Bytes { bytes, .. } => Box::new(std::io::Cursor::new(bytes)),
+            Input::Reader { reader, .. } => reader,
         })
     }
 }

@@ -189,6 +189,12 @@ impl Catalog {
         &self.pool
     }
 
+    /// A round trip to the database: for readiness probes.
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
     /// The committed batch with this content hash or idempotency key, if any.
     pub async fn find_batch(
         &self,
@@ -572,6 +578,10 @@ fn file_from_row(r: &sqlx::any::AnyRow) -> Result<FileEntry> {
         replaced_by: r.try_get("replaced_by")?,
     })
 }
+
+mod tokens;
+
+pub use tokens::TokenRecord;
 
 #[cfg(test)]
 mod tests;

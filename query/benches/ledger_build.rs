@@ -23,6 +23,7 @@ use gpuledger_ledger::amortize::Strategy;
 use gpuledger_ledger::build::{Node, Reservation};
 use gpuledger_ledger::journal::{Basis, SharedCostRule};
 use gpuledger_ledger::time::{MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND, Span};
+use gpuledger_demo::noise::mix;
 use gpuledger_query::ledger_build::{Declared, build_ledger, day_span, days_between};
 
 const NODES: usize = 125;
@@ -30,13 +31,6 @@ const GPUS: usize = 8;
 const DAYS: i64 = 7;
 const STEP: i64 = 15 * MICROS_PER_SECOND;
 const TEAMS: [&str; 6] = ["vision", "nlp", "search", "ads", "research", "speech"];
-
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
 
 /// Jobs of one GPU: back-to-back runs of 1–8 h with 0–3 h gaps, each with a team.
 fn jobs(gpu: usize, window: Span) -> Vec<(Span, &'static str)> {

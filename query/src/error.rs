@@ -13,6 +13,27 @@ pub enum QueryError {
     /// The ledger could not be built as asked.
     #[error("ledger: {0}")]
     Ledger(String),
+
+    /// A user's SQL that does more than read.
+    #[error("{0}")]
+    Refused(String),
+
+    #[error("the query ran longer than its limit of {}s and was stopped", .0.as_secs_f64())]
+    Timeout(std::time::Duration),
+
+    #[error("the result is larger than {} MiB: aggregate it, or add LIMIT", limit_bytes >> 20)]
+    ResultTooLarge { limit_bytes: usize },
+}
+
+impl QueryError {
+    /// The DataFusion error at the root of this one, when there is one: plans wrap the errors of
+    /// the operators they run.
+    pub fn datafusion_root(&self) -> Option<&datafusion::error::DataFusionError> {
+        match self {
+            QueryError::DataFusion(error) => Some(error.find_root()),
+            _ => None,
+        }
+    }
 }
 
 /// Lake errors surface inside DataFusion plans as external errors.

@@ -5,15 +5,19 @@
 //! - `udf/`: the ledger's SQL functions, one module each, registered by `udf::register_all`;
 //! - `table_functions/`: `team_costs`, `idle_summary`, `unit_economics`, `unit_economics_daily` (each `(from, to)`);
 //! - `session.rs`: the one place that builds a `SessionContext` with everything registered;
+//! - `scope.rs`: what a team-scoped session sees; `user_query.rs`: users' SQL, read-only and bounded;
 //! - `ledger_build/`: keeps `gpu_hours`, `cost_entries`, `allocations` in the lake up to date.
 
 pub mod error;
 pub mod lake_table;
 pub mod ledger_build;
+pub mod scope;
 pub mod session;
 pub mod system_tables;
 pub mod table_functions;
 pub mod udf;
+pub mod user_query;
 
 pub use error::QueryError;
-pub use session::new_session;
+pub use scope::Scope;
+pub use session::{SessionOptions, new_session, new_session_with};

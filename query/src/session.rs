@@ -4,7 +4,10 @@
 use std::sync::{Arc, LazyLock};
 
 use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
+use datafusion::datasource::TableProvider;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use gpuledger_lake::Lake;
 use gpuledger_lake::tables::Table;
@@ -12,6 +15,7 @@ use url::Url;
 
 use crate::error::QueryError;
 use crate::lake_table::LakeTable;
+use crate::scope::{Scope, TeamScopedFunction, team_view};
 use crate::system_tables::{SystemTable, SystemTableProvider};
 use crate::table_functions;
 
@@ -23,7 +27,25 @@ pub const CATALOG_NAME: &str = "gpuledger";
 pub const DEFAULT_SCHEMA: &str = "public";
 pub const SYSTEM_SCHEMA: &str = "system";
 
+/// How a session is limited. The default (the CLI's) sees everything with no memory limit.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    pub scope: Scope,
+    /// Bytes that one query's operators may hold; past it the query fails with "resources
+    /// exhausted" (nothing spills to disk in a limited session).
+    pub memory_limit: Option<usize>,
+}
+
+/// A session over `lake` that sees everything: the CLI's.
 pub fn new_session(lake: &Lake) -> Result<SessionContext, QueryError> {
+    new_session_with(lake, &SessionOptions::default())
+}
+
+/// A session over `lake` as `options` limit it: what the HTTP and Postgres servers give a token.
+pub fn new_session_with(
+    lake: &Lake,
+    options: &SessionOptions,
+) -> Result<SessionContext, QueryError> {
     let mut config = SessionConfig::new()
         .with_information_schema(true)
         .with_default_catalog_and_schema(CATALOG_NAME, DEFAULT_SCHEMA);
@@ -31,7 +53,18 @@ pub fn new_session(lake: &Lake) -> Result<SessionContext, QueryError> {
     // also reads `select a, cluster` as a trailing comma before `CLUSTER BY`, and `cluster` is
     // one of our column names.)
     config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
-    let ctx = SessionContext::new_with_config(config);
+    let ctx = match options.memory_limit {
+        None => SessionContext::new_with_config(config),
+        Some(bytes) => {
+            let runtime = RuntimeEnvBuilder::new()
+                .with_memory_limit(bytes, 1.0)
+                .with_disk_manager_builder(
+                    DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
+                )
+                .build_arc()?;
+            SessionContext::new_with_config_rt(config, runtime)
+        }
+    };
     crate::udf::register_all(&ctx);
     ctx.register_object_store(&LAKE_URL, Arc::clone(lake.store()));
     let store_url = ObjectStoreUrl::parse(LAKE_URL.as_str())?;
@@ -43,21 +76,31 @@ pub fn new_session(lake: &Lake) -> Result<SessionContext, QueryError> {
             store_url.clone(),
         ))
     };
+    if let Scope::Team(team) = &options.scope {
+        for table in Table::ALL {
+            let provider: Arc<dyn TableProvider> = lake_table(table);
+            if let Some(view) = team_view(table.name(), provider, team)? {
+                ctx.register_table(table.name(), view)?;
+            }
+        }
+        register_table_functions(&ctx, lake, &lake_table);
+        let functions = ctx.state().table_functions().clone();
+        for (name, function) in functions {
+            ctx.register_udtf(
+                &name,
+                Arc::new(TeamScopedFunction {
+                    name: name.clone(),
+                    inner: Arc::clone(function.function()),
+                    team: team.clone(),
+                }),
+            );
+        }
+        return Ok(ctx);
+    }
     for table in Table::ALL {
         ctx.register_table(table.name(), lake_table(table))?;
     }
-    table_functions::register_all(
-        &ctx,
-        table_functions::UnitEconomicsSources {
-            token_usage: lake_table(Table::TokenUsage),
-            gpu_hours: lake_table(Table::GpuHours),
-            cost_entries: lake_table(Table::CostEntries),
-            allocations: lake_table(Table::Allocations),
-            scheduler_events: lake_table(Table::SchedulerEvents),
-            billing_lines: lake_table(Table::BillingLines),
-            catalog: lake.catalog().clone(),
-        },
-    );
+    register_table_functions(&ctx, lake, &lake_table);
     let system = Arc::new(MemorySchemaProvider::new());
     for table in SystemTable::ALL {
         system.register_table(
@@ -76,4 +119,25 @@ pub fn new_session(lake: &Lake) -> Result<SessionContext, QueryError> {
         )),
     )?;
     Ok(ctx)
+}
+
+/// The table functions read the lake tables unfiltered, so that a team sees the same figures as
+/// an administrator does for its rows (shared costs are spread over every team).
+fn register_table_functions(
+    ctx: &SessionContext,
+    lake: &Lake,
+    lake_table: &dyn Fn(Table) -> Arc<LakeTable>,
+) {
+    table_functions::register_all(
+        ctx,
+        table_functions::UnitEconomicsSources {
+            token_usage: lake_table(Table::TokenUsage),
+            gpu_hours: lake_table(Table::GpuHours),
+            cost_entries: lake_table(Table::CostEntries),
+            allocations: lake_table(Table::Allocations),
+            scheduler_events: lake_table(Table::SchedulerEvents),
+            billing_lines: lake_table(Table::BillingLines),
+            catalog: lake.catalog().clone(),
+        },
+    );
 }

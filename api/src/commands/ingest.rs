@@ -38,23 +38,7 @@ pub async fn run(lake: &Lake, args: IngestArgs) -> Result<ExitCode, Box<dyn std:
         options.progress = Some(Arc::clone(&progress));
 
         let bar = progress_bar(input.size(), &input.origin());
-        let ticker = bar.clone().map(|bar| {
-            let progress = Arc::clone(&progress);
-            tokio::spawn(async move {
-                loop {
-                    bar.set_position(progress.load(Ordering::Relaxed));
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            })
-        });
-        let result = ingest(lake, input, options).await;
-        if let Some(ticker) = ticker {
-            ticker.abort();
-        }
-        if let Some(bar) = bar {
-            bar.finish_and_clear();
-        }
-        let report = result?;
+        let report = with_progress(bar, progress, ingest(lake, input, options)).await?;
         print_report(&report);
         any_rejected |= !report.rejections.is_empty();
     }
@@ -65,9 +49,38 @@ pub async fn run(lake: &Lake, args: IngestArgs) -> Result<ExitCode, Box<dyn std:
     })
 }
 
+/// Runs `work` while `bar` (if any) shows `counter`; clears the bar when it is done.
+pub async fn with_progress<T>(
+    bar: Option<ProgressBar>,
+    counter: Arc<AtomicU64>,
+    work: impl Future<Output = T>,
+) -> T {
+    let ticker = bar.clone().map(|bar| {
+        tokio::spawn(async move {
+            loop {
+                bar.set_position(counter.load(Ordering::Relaxed));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    });
+    let result = work.await;
+    if let Some(ticker) = ticker {
+        ticker.abort();
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    result
+}
+
+/// Whether to draw progress bars: on a terminal only, so scripts and CI get the summary lines alone.
+pub fn show_progress() -> bool {
+    std::io::stderr().is_terminal()
+}
+
 /// A bar on a terminal only: scripts and CI get the summary lines alone.
-fn progress_bar(size: Option<u64>, origin: &str) -> Option<ProgressBar> {
-    if !std::io::stderr().is_terminal() {
+pub fn progress_bar(size: Option<u64>, origin: &str) -> Option<ProgressBar> {
+    if !show_progress() {
         return None;
     }
     let bar = match size {
@@ -82,7 +95,7 @@ fn progress_bar(size: Option<u64>, origin: &str) -> Option<ProgressBar> {
     Some(bar.with_message(origin.to_string()))
 }
 
-fn print_report(report: &IngestReport) {
+pub fn print_report(report: &IngestReport) {
     match &report.outcome {
         Outcome::AlreadyIngested { batch_id } => {
             println!(

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use gpuledger_lake::Lake;
+use gpuledger_lake::catalog::PutOutcome;
 use gpuledger_ledger::objects::{Object, ObjectKind, parse_document, sort_objects, split_list};
 use serde::Deserialize;
 use serde_json::Value;
@@ -20,11 +21,39 @@ use crate::cli::{ApplyArgs, DeleteArgs, GetArgs, ObjectFormat};
 type Location = String;
 
 pub async fn apply(lake: &Lake, args: ApplyArgs) -> Result<ExitCode, Box<dyn Error>> {
+    let mut inputs = Vec::new();
+    for path in &args.paths {
+        inputs.push(read_input(path)?);
+    }
+    let objects = match validate(&inputs) {
+        Ok(objects) => objects,
+        Err(errors) => {
+            for error in &errors {
+                eprintln!("{error}");
+            }
+            eprintln!(
+                "error: {}; nothing was applied",
+                plural(errors.len(), "error")
+            );
+            return Ok(ExitCode::from(EXIT_FAILED));
+        }
+    };
+    if objects.is_empty() {
+        return Err("no objects to apply".into());
+    }
+    for (object, outcome) in objects.iter().zip(store(lake, &objects).await?) {
+        println!("{}/{} {outcome}", object.kind, object.name);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Validates every document of the inputs (`(origin, text)`): the objects, or every error with
+/// where it sits (an object declared twice is one).
+pub fn validate(inputs: &[(String, String)]) -> Result<Vec<Object>, Vec<String>> {
     let mut objects: Vec<(Location, Object)> = Vec::new();
     let mut errors: Vec<String> = Vec::new();
-    for path in &args.paths {
-        let (origin, text) = read_input(path)?;
-        read_objects(&origin, &text, &mut objects, &mut errors);
+    for (origin, text) in inputs {
+        read_objects(origin, text, &mut objects, &mut errors);
     }
     let mut first_seen: HashMap<(ObjectKind, &str), &str> = HashMap::new();
     for (at, object) in &objects {
@@ -40,31 +69,23 @@ pub async fn apply(lake: &Lake, args: ApplyArgs) -> Result<ExitCode, Box<dyn Err
             }
         }
     }
-    if !errors.is_empty() {
-        for error in &errors {
-            eprintln!("{error}");
-        }
-        eprintln!(
-            "error: {}; nothing was applied",
-            plural(errors.len(), "error")
-        );
-        return Ok(ExitCode::from(EXIT_FAILED));
+    if errors.is_empty() {
+        Ok(objects.into_iter().map(|(_, object)| object).collect())
+    } else {
+        Err(errors)
     }
-    if objects.is_empty() {
-        return Err("no objects to apply".into());
-    }
-    let outcomes = lake
+}
+
+/// Stores validated objects in one transaction.
+pub async fn store(lake: &Lake, objects: &[Object]) -> Result<Vec<PutOutcome>, Box<dyn Error>> {
+    Ok(lake
         .catalog()
         .put_objects(
             objects
                 .iter()
-                .map(|(_, o)| (o.kind.name(), o.name.as_str(), &o.spec)),
+                .map(|o| (o.kind.name(), o.name.as_str(), &o.spec)),
         )
-        .await?;
-    for ((_, object), outcome) in objects.iter().zip(outcomes) {
-        println!("{}/{} {outcome}", object.kind, object.name);
-    }
-    Ok(ExitCode::SUCCESS)
+        .await?)
 }
 
 /// Validates the documents of one input: valid objects and errors, each with where it sits.

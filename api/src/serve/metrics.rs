@@ -1,0 +1,97 @@
+//! The service's own Prometheus metrics, at `/metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabel {
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabel {
+    pub route: String,
+    pub status: u16,
+}
+
+/// Every metric the service exports; cheap to clone (the families share their state).
+#[derive(Clone)]
+pub struct Metrics {
+    pub requests: Family<RouteLabel, Counter>,
+    pub rows_ingested: Family<SourceLabel, Counter>,
+    pub records_rejected: Family<SourceLabel, Counter>,
+    pub query_seconds: Family<OutcomeLabel, Histogram>,
+    pub report_runs: Family<OutcomeLabel, Counter>,
+    registry: std::sync::Arc<Registry>,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("gpuledger");
+        let requests = Family::<RouteLabel, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests by route and status",
+            requests.clone(),
+        );
+        let rows_ingested = Family::<SourceLabel, Counter>::default();
+        registry.register(
+            "ingest_rows",
+            "Rows landed in the lake, by source",
+            rows_ingested.clone(),
+        );
+        let records_rejected = Family::<SourceLabel, Counter>::default();
+        registry.register(
+            "ingest_rejected_records",
+            "Records quarantined, by source",
+            records_rejected.clone(),
+        );
+        let query_seconds = Family::<OutcomeLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 16))
+        });
+        registry.register(
+            "query_duration_seconds",
+            "SQL query latency (HTTP and Postgres wire), by outcome",
+            query_seconds.clone(),
+        );
+        let report_runs = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "report_runs",
+            "Scheduled report runs, by outcome",
+            report_runs.clone(),
+        );
+        Self {
+            requests,
+            rows_ingested,
+            records_rejected,
+            query_seconds,
+            report_runs,
+            registry: std::sync::Arc::new(registry),
+        }
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("writing to a String cannot fail");
+        text
+    }
+
+    pub fn observe_query(&self, seconds: f64, ok: bool) {
+        let outcome = if ok { "ok" } else { "error" };
+        self.query_seconds
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.into(),
+            })
+            .observe(seconds);
+    }
+}

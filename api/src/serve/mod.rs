@@ -1,0 +1,203 @@
+//! `gpuledger serve`: the REST API under `/v1`, SQL over HTTP, health and metrics, on axum.
+//!
+//! - `auth.rs`: bearer tokens and what each scope may do;
+//! - `sql.rs`: `POST /v1/sql`, read-only and limited, in JSON, CSV, Arrow IPC or Parquet;
+//! - `objects.rs`: the catalog objects of the ledger;
+//! - `metrics.rs`: the service's own Prometheus metrics.
+//!
+//! Every handler is annotated for the OpenAPI document served at `/openapi.json`; the reference
+//! page at `/docs` is Swagger UI, bundled in the binary.
+
+pub mod auth;
+mod health;
+pub mod metrics;
+mod objects;
+mod sql;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use datafusion::prelude::SessionContext;
+use gpuledger_lake::Lake;
+use gpuledger_query::user_query::QueryLimits;
+use gpuledger_query::{SessionOptions, new_session_with};
+use tokio::sync::Semaphore;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::cli::ServeArgs;
+use crate::error::ApiError;
+use auth::Principal;
+use metrics::{Metrics, RouteLabel};
+
+/// What every handler shares. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub lake: Lake,
+    pub metrics: Metrics,
+    pub sql: Arc<SqlSettings>,
+    shutting_down: Arc<AtomicBool>,
+}
+
+/// How users' SQL is bounded.
+pub struct SqlSettings {
+    pub limits: QueryLimits,
+    /// Bytes one query's operators may hold.
+    pub memory_limit: usize,
+    /// Queries that may run at once; others wait their turn.
+    pub slots: Semaphore,
+}
+
+impl AppState {
+    pub fn new(lake: Lake, args: &ServeArgs) -> Self {
+        Self {
+            lake,
+            metrics: Metrics::new(),
+            sql: Arc::new(SqlSettings {
+                limits: QueryLimits {
+                    timeout: args.query_timeout.into(),
+                    max_result_bytes: args.query_max_result_mb << 20,
+                },
+                memory_limit: args.query_memory_mb << 20,
+                slots: Semaphore::new(args.query_concurrency),
+            }),
+            shutting_down: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A session that sees what `principal` may see, with the query memory limit.
+    pub fn session(&self, principal: &Principal) -> Result<SessionContext, ApiError> {
+        Ok(new_session_with(
+            &self.lake,
+            &SessionOptions {
+                scope: principal.scope(),
+                memory_limit: Some(self.sql.memory_limit),
+            },
+        )?)
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "gpuledger",
+        description = "The REST API of gpuledger, a time-series FinOps ledger for GPU and AI infrastructure. \
+            Every endpoint under /v1 takes a bearer token (`gpuledger token create`); errors are application/problem+json."
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+    components(schemas(crate::error::Problem))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        openapi
+            .components
+            .get_or_insert_default()
+            .add_security_scheme(
+                "bearer",
+                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+            );
+    }
+}
+
+/// The whole application: the API, its document and reference page, health and metrics.
+pub fn app(state: AppState) -> Router {
+    let (api, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(sql::query))
+        .routes(routes!(objects::list, objects::create))
+        .routes(routes!(objects::get, objects::replace, objects::delete))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ))
+        .split_for_parts();
+    let open = Router::new()
+        .route("/healthz", axum::routing::get(health::healthz))
+        .route("/readyz", axum::routing::get(health::readyz))
+        .route("/metrics", axum::routing::get(health::metrics));
+    Router::new()
+        .merge(api)
+        .merge(open)
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            count_requests,
+        ))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Counts every request by route template (not by path, which would be unbounded) and status.
+async fn count_requests(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let response = next.run(request).await;
+    state
+        .metrics
+        .requests
+        .get_or_create(&RouteLabel {
+            route,
+            status: response.status().as_u16(),
+        })
+        .inc();
+    response
+}
+
+/// Serves until SIGINT or SIGTERM, then stops taking connections and lets in-flight requests
+/// (ingest writes among them) finish.
+pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let state = AppState::new(lake, &args);
+    let shutting_down = Arc::clone(&state.shutting_down);
+    let listener = tokio::net::TcpListener::bind(&args.listen).await?;
+    let address: SocketAddr = listener.local_addr()?;
+    tracing::info!(%address, "serving");
+    // Said on stdout so that scripts and tests can wait for it.
+    println!("gpuledger serving http://{address}");
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            shutting_down.store(true, Ordering::SeqCst);
+            tracing::info!("shutting down: finishing in-flight requests");
+        })
+        .await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {},
+        _ = terminate => {},
+    }
+}

@@ -1,0 +1,32 @@
+use chrono::NaiveDate;
+use gpuledger_ledger::objects::{ObjectKind, parse_document};
+
+use super::*;
+use crate::scenario::DemoSpec;
+
+/// Every document passes the validation `gpuledger apply` runs: 8 nodes, the plan's reservations,
+/// 5 rules, 1 rate card, 1 license, 1 label policy and 4 SLOs.
+#[test]
+fn every_document_is_a_valid_object() {
+    let scenario = Scenario::plan(&DemoSpec {
+        gpus: 16,
+        days: 2,
+        seed: 7,
+        start: NaiveDate::from_ymd_opt(2026, 11, 1).unwrap(),
+        scrape_interval_s: 30,
+    });
+    let objects: Vec<_> = documents(&scenario)
+        .iter()
+        .map(|d| parse_document(d).unwrap_or_else(|e| panic!("{d}: {e}")))
+        .collect();
+    assert_eq!(
+        objects.len(),
+        8 + scenario.reservations.len() + 5 + 1 + 1 + 1 + 4
+    );
+    let license = objects
+        .iter()
+        .find(|o| o.kind == ObjectKind::ManualCost)
+        .unwrap();
+    // 2.50 per GPU-day × 16 GPUs × 2 days.
+    assert_eq!(license.spec["amount"], serde_json::json!(80.0));
+}

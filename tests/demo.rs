@@ -1,0 +1,180 @@
+//! `gpuledger demo` end to end: a small cluster generated and loaded through the real binary
+//! (every input through its real parser), then checked with `ledger check` and `gpuledger sql`.
+
+use std::collections::BTreeSet;
+
+use chrono::NaiveDate;
+use gpuledger_demo::focus::billing_lines;
+use gpuledger_demo::tokens::TokenRequests;
+use gpuledger_demo::{DemoSpec, Scenario, events};
+use serde_json::Value;
+
+use crate::golden::run_ok;
+use crate::support::{Ledger, ledgers};
+
+const DEMO: [&str; 10] = [
+    "demo",
+    "--gpus",
+    "16",
+    "--days",
+    "2",
+    "--seed",
+    "7",
+    "--start",
+    "2026-11-01",
+    "--no-serve",
+];
+
+/// The plan the binary generates for `DEMO`.
+fn plan() -> Scenario {
+    Scenario::plan(&DemoSpec {
+        gpus: 16,
+        days: 2,
+        seed: 7,
+        start: NaiveDate::from_ymd_opt(2026, 11, 1).unwrap(),
+        scrape_interval_s: 30,
+    })
+}
+
+fn run_demo(ledger: &Ledger) -> String {
+    run_ok(ledger, &DEMO)
+}
+
+#[test]
+fn a_small_demo_loads_through_every_path_balances_and_shows_every_idle_class() {
+    let scenario = plan();
+    let billed_micros: i64 = billing_lines(&scenario)
+        .iter()
+        .map(|l| l.effective_micros)
+        .sum();
+    let events = events::events_jsonl(&scenario)
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count();
+    let tokens = TokenRequests::new(&scenario);
+    let requests: u64 = (0..3)
+        .flat_map(|service| (0..48).map(move |hour| (service, hour)))
+        .map(|(service, hour)| tokens.requests_in_hour(service, hour))
+        .sum();
+    for ledger in ledgers() {
+        let out = run_demo(&ledger);
+        // 7 billed nodes × 48 hours + 7 daily lines × 2 days.
+        assert!(out.contains("demo/focus.csv: 350 records read"), "{out}");
+        assert!(
+            out.contains(&format!("demo/events.jsonl: {events} records read")),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!("demo/tokens.jsonl: {requests} records read")),
+            "{out}"
+        );
+        // 2 days × 2,880 scrapes × 24 series (14 whole GPUs + 2 MIG GPUs × (1 + 4 instances)) =
+        // 138,240 rows, less the fault: 3 h = 360 scrapes of the down node's 2 GPUs.
+        assert!(out.contains("landed 137520 rows into gpu_samples"), "{out}");
+        assert!(out.contains("(balanced)"), "{out}");
+
+        let check = run_ok(
+            &ledger,
+            &[
+                "ledger",
+                "check",
+                "--from",
+                "2026-11-01",
+                "--to",
+                "2026-11-02",
+            ],
+        );
+        let figure = |label: &str| {
+            check
+                .lines()
+                .find(|l| l.trim_start().starts_with(label))
+                .and_then(|l| l.split_whitespace().last())
+                .map(str::to_string)
+        };
+        let billed = format!(
+            "{}.{:06}",
+            billed_micros / 1_000_000,
+            billed_micros % 1_000_000
+        );
+        assert_eq!(figure("billed"), Some(billed), "{check}");
+        // The license: 2.50 per GPU-day × 16 GPUs × 2 days.
+        assert_eq!(figure("manual"), Some("80.000000".into()), "{check}");
+        assert!(check.contains("balanced (within 1e-6 relative)"), "{check}");
+
+        let classes: BTreeSet<String> = ledger
+            .sql(
+                "SELECT class, reason FROM idle_summary('2026-11-01', '2026-11-03') WHERE gpu_hours > 0",
+            )
+            .iter()
+            .map(|row| match &row["reason"] {
+                Value::String(reason) => format!("{}:{reason}", row["class"].as_str().unwrap()),
+                _ => row["class"].as_str().unwrap().to_string(),
+            })
+            .collect();
+        let expected: BTreeSet<String> = [
+            "busy",
+            "allocated_idle",
+            "unexplained",
+            "fault",
+            "reserved:gang_wait",
+            "reserved:ha_redundancy",
+            "reserved:latency_guarantee",
+            "reserved:maintenance",
+            "reserved:release_overlap",
+            "reserved:warm_pool",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
+        assert_eq!(classes, expected, "[{}]", ledger.backend);
+
+        // Workloads labelled outside the policy (or not at all) cost the unattributed team.
+        let teams: BTreeSet<String> = ledger
+            .sql("SELECT team FROM team_costs('2026-11-01', '2026-11-03') WHERE total_cost > 0")
+            .iter()
+            .map(|row| row["team"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            teams,
+            [
+                "assistant",
+                "platform",
+                "research",
+                "search",
+                "unattributed",
+                "vision"
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect()
+        );
+        // The fault is the a100-spot node's 3 hours down, both GPUs.
+        assert_eq!(
+            ledger.scalar("SELECT sum(fault_seconds) / 3600 FROM gpu_hours"),
+            serde_json::json!(6.0)
+        );
+    }
+}
+
+/// Two runs with the same seed land the same numbers (batch ids and load times aside).
+#[test]
+fn the_same_seed_gives_the_same_data() {
+    const SUMS: &str = "SELECT
+        (SELECT sum(effective_cost) FROM billing_lines) AS billed,
+        (SELECT sum(input_tokens + output_tokens) FROM token_usage) AS tokens,
+        (SELECT count(*) FROM scheduler_events) AS events,
+        (SELECT sum(gr_engine_active) FROM gpu_samples) AS gr_engine_active,
+        (SELECT round(sum(cost), 6) FROM gpu_hours) AS cost,
+        (SELECT round(sum(unexplained_seconds), 6) FROM gpu_hours) AS unexplained";
+    let sums: Vec<Vec<Value>> = ledgers()
+        .into_iter()
+        .take(1)
+        .chain(ledgers().into_iter().take(1))
+        .map(|ledger| {
+            run_demo(&ledger);
+            ledger.sql(SUMS)
+        })
+        .collect();
+    assert_eq!(sums[0], sums[1]);
+    assert!(sums[0][0]["events"].as_i64().unwrap() > 0, "{:?}", sums[0]);
+}

@@ -1,0 +1,39 @@
+//! schemathesis (from PyPI, installed by the test command) generates requests from the
+//! service's own `/openapi.json` and checks that no response is a server error and every
+//! response matches the document: status, content type and schema.
+
+use std::process::Command;
+
+use crate::golden::load_worked_example;
+use crate::support::{describe, ledgers};
+
+#[test]
+fn the_api_keeps_to_its_openapi_document() {
+    let available = Command::new("schemathesis").arg("--version").output();
+    if !available.is_ok_and(|out| out.status.success()) {
+        eprintln!("skipped: schemathesis is not installed (scripts/test installs it)");
+        return;
+    }
+    let ledger = ledgers().remove(0);
+    load_worked_example(&ledger);
+    let admin = ledger.token("admin", None);
+    let server = ledger.serve(&[]);
+    let out = Command::new("schemathesis")
+        .arg("run")
+        .arg(server.url("/openapi.json"))
+        .args(["--header", &format!("Authorization: Bearer {admin}")])
+        .args([
+            "--checks",
+            "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
+        ])
+        .args(["--phases", "examples,coverage,fuzzing"])
+        .args(["--max-examples", "40"])
+        .args(["--workers", "2"])
+        .args(["--seed", "1"])
+        .args(["--max-time", "60"])
+        .env("SCHEMATHESIS_HOOKS", "")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run schemathesis");
+    assert!(out.status.success(), "{}", describe(&out));
+}
