@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use arrow::array::{ArrayRef, Float64Array, Int32Array, StringArray, TimestampMicrosecondArray};
 use chrono::NaiveDate;
+use gpuledger_demo::noise::mix;
 use gpuledger_lake::catalog::NewBatch;
 use gpuledger_lake::tables::{Table, batch_with_columns};
 use gpuledger_lake::writer::TableWriter;
@@ -23,7 +24,6 @@ use gpuledger_ledger::amortize::Strategy;
 use gpuledger_ledger::build::{Node, Reservation};
 use gpuledger_ledger::journal::{Basis, SharedCostRule};
 use gpuledger_ledger::time::{MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND, Span};
-use gpuledger_demo::noise::mix;
 use gpuledger_query::ledger_build::{Declared, build_ledger, day_span, days_between};
 
 const NODES: usize = 125;

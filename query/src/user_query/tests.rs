@@ -212,4 +212,3 @@ async fn a_result_past_its_size_limit_is_refused() {
         "the result is larger than 1 MiB: aggregate it, or add LIMIT"
     );
 }
-
