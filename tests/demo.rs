@@ -153,6 +153,18 @@ fn a_small_demo_loads_through_every_path_balances_and_shows_every_idle_class() {
             ledger.scalar("SELECT sum(fault_seconds) / 3600 FROM gpu_hours"),
             serde_json::json!(6.0)
         );
+        // Search indexing is worth 50 USD per 1,000 embedding requests on days its success rate
+        // is at least 98.5 %: 1,486 of 1,501 requests succeeded on Nov 1 (99.0 %), 1,472 of
+        // 1,500 on Nov 2 (98.1 %), so only Nov 1's 1,501 requests count: 75.05 USD.
+        let search = ledger.sql(
+            "SELECT days, days_met, events, round(value, 2) AS value FROM value_report('2026-11-01', '2026-11-03') WHERE mapping = 'search-indexing'",
+        );
+        assert_eq!(
+            search,
+            vec![serde_json::json!({"days": 2, "days_met": 1, "events": 1501, "value": 75.05})],
+            "[{}]",
+            ledger.backend
+        );
     }
 }
 

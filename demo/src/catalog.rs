@@ -1,9 +1,9 @@
 //! What the demo declares with `gpuledger apply`: the node inventory, the reservations, the
 //! shared-cost rules, a rate card for the on-premises nodes, a license entered by hand, the label
-//! policy and the SLOs. Documents are `{kind, name?, spec}`, as `apply` reads them.
+//! policy, the SLOs and the value mappings. Documents are `{kind, name?, spec}`, as `apply` reads them.
 //!
-//! Each kind has its own function; [`documents`] lists them all, so a new kind (budgets, value
-//! mappings) is one more function and one more line there.
+//! Each kind has its own function; [`documents`] lists them all, so a new kind is one more
+//! function and one more line there.
 
 use serde_json::{Value, json};
 
@@ -28,6 +28,7 @@ pub fn documents(scenario: &Scenario) -> Vec<Value> {
         manual_costs(scenario),
         label_policy(),
         slos(),
+        value_mappings(),
     ]
     .concat()
 }
@@ -137,3 +138,22 @@ pub fn slos() -> Vec<Value> {
 
 #[cfg(test)]
 mod tests;
+
+/// What the inference services are worth to the business: a support conversation the assistant
+/// answered within its p95 time-to-first-token target deflects a ticket, and an embedding batch
+/// indexes documents for search when the service is reliable; each holds on some days only.
+pub fn value_mappings() -> Vec<Value> {
+    let mapping = |spec: Value| json!({"kind": "value_mapping", "spec": spec});
+    vec![
+        mapping(
+            json!({"name": "assistant-ticket-deflection", "product_line": "assistant",
+                       "metric": "p95_ttft_ms", "at_most": 1100, "model": "llama-3-70b",
+                       "namespace": "assistant", "event": "support tickets deflected",
+                       "counts": "slo_met_requests", "value": 4, "per": 1, "currency": "USD"}),
+        ),
+        mapping(json!({"name": "search-indexing", "product_line": "search",
+                       "metric": "success_rate", "at_least": 0.985, "model": "bge-large",
+                       "namespace": "search", "event": "documents indexed",
+                       "counts": "requests", "value": 50, "per": 1000, "currency": "USD"})),
+    ]
+}

@@ -5,7 +5,7 @@ use super::*;
 use crate::scenario::DemoSpec;
 
 /// Every document passes the validation `gpuledger apply` runs: 8 nodes, the plan's reservations,
-/// 5 rules, 1 rate card, 1 license, 1 label policy and 4 SLOs.
+/// 5 rules, 1 rate card, 1 license, 1 label policy, 4 SLOs and 2 value mappings.
 #[test]
 fn every_document_is_a_valid_object() {
     let scenario = Scenario::plan(&DemoSpec {
@@ -21,7 +21,7 @@ fn every_document_is_a_valid_object() {
         .collect();
     assert_eq!(
         objects.len(),
-        8 + scenario.reservations.len() + 5 + 1 + 1 + 1 + 4
+        8 + scenario.reservations.len() + 5 + 1 + 1 + 1 + 4 + 2
     );
     let license = objects
         .iter()
