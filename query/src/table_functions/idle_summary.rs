@@ -4,8 +4,9 @@
 //! ```sql
 //! select class, reason, gpu_hours, cost from idle_summary('2026-11-02', '2026-11-09');
 //! ```
-//! One row per class (`busy`, `allocated_idle`, `reserved` per reason, `unexplained`, `fault`);
-//! `intentional` is true for reservations, false for waste and faults, NULL for allocated time.
+//! One row per class with GPU-hours in the window (`busy`, `allocated_idle`, `reserved` per
+//! reason, `unexplained`, `fault`); `intentional` is true for reservations, false for waste and
+//! faults, NULL for allocated time.
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::datasource::{TableProvider, ViewTable};
 use datafusion::functions_aggregate::expr_fn::sum;
-use datafusion::logical_expr::{Expr, LogicalPlanBuilder, col, lit};
+use datafusion::logical_expr::{LogicalPlanBuilder, col, lit};
 
 use super::{scan_window, window};
 
@@ -31,16 +32,19 @@ impl TableFunctionImpl for IdleSummary {
                      cost: &str,
                      intentional: Option<bool>|
          -> DfResult<LogicalPlanBuilder> {
+            // Grouped by the class name, not a global aggregate: DataFusion pushes a filter on a
+            // constant column (`WHERE class IN (…)`) below the aggregate, and a global aggregate
+            // over no rows still yields a row (of NULLs) that the filter should have removed.
             scan_window("gpu_hours", &self.gpu_hours, "hour", &bounds)?
                 .aggregate(
-                    Vec::<Expr>::new(),
+                    vec![lit(name).alias("class")],
                     vec![
                         sum(col(seconds)).alias("seconds"),
                         sum(col(cost)).alias("cost"),
                     ],
                 )?
                 .project(vec![
-                    lit(name).alias("class"),
+                    col("class"),
                     no_reason().alias("reason"),
                     lit(ScalarValue::Boolean(intentional)).alias("intentional"),
                     (col("seconds") / lit(3600.0)).alias("gpu_hours"),
