@@ -1,6 +1,16 @@
 //! Gateway token usage through the real binary.
 
-use crate::support::{ledgers, shared};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Array, StringArray, TimestampMicrosecondArray};
+use gpuledger_lake::catalog::NewBatch;
+use gpuledger_lake::tables::{Table, batch_with_columns};
+use gpuledger_lake::writer::TableWriter;
+use gpuledger_lake::{Lake, LakeConfig};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde_json::json;
+
+use crate::support::{Ledger, ledgers, shared};
 
 #[test]
 fn litellm_payloads_land_and_a_request_counts_once_across_files() {
@@ -38,4 +48,121 @@ fn litellm_payloads_land_and_a_request_counts_once_across_files() {
             3
         );
     }
+}
+
+/// `model_version` and `quantization` joined `token_usage` after files had been written without
+/// them: such a file still reads, its rows with NULL in both, beside files that have them.
+#[test]
+fn files_written_before_model_version_and_quantization_read_them_as_null() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for ledger in ledgers() {
+        let new = ledger.dir.path().join("new.jsonl");
+        std::fs::write(
+            &new,
+            r#"{"ts": "2026-11-02T10:00:00Z", "request_id": "new", "model": "llama-3-8b", "model_version": "llama-3-8b-instruct-fp8", "quantization": "fp8", "input_tokens": 600, "output_tokens": 300, "status": "success"}"#,
+        )
+        .unwrap();
+        ledger.ingest_ok("tokens", &new, &[]);
+        runtime.block_on(land_file_without_the_build_columns(&ledger));
+
+        let rows = ledger.sql(
+            "select request_id, model, model_version, quantization, output_tokens from token_usage \
+             order by request_id",
+        );
+        assert_eq!(
+            rows,
+            [
+                json!({"request_id": "new", "model": "llama-3-8b",
+                       "model_version": "llama-3-8b-instruct-fp8", "quantization": "fp8",
+                       "output_tokens": 300}),
+                json!({"request_id": "old", "model": "llama-3-8b", "model_version": null,
+                       "quantization": null, "output_tokens": 1500}),
+            ],
+            "[{}]",
+            ledger.backend
+        );
+        // Filters on the missing columns see NULL too.
+        assert_eq!(
+            ledger.scalar("select count(*) from token_usage where quantization is null"),
+            1
+        );
+        // unit_economics keeps the old request apart: no build known, output bucket 1k-4k
+        // (1500 tokens) against the fp8 request's 256-1k (300). Fp8 sorts first, NULL last.
+        let rows = ledger.sql(
+            "select model, model_version, quantization, output_bucket, requests \
+             from unit_economics('2026-11-02', '2026-11-03') order by quantization",
+        );
+        assert_eq!(
+            rows,
+            [
+                json!({"model": "llama-3-8b", "model_version": "llama-3-8b-instruct-fp8",
+                       "quantization": "fp8", "output_bucket": "256-1k", "requests": 1}),
+                json!({"model": "llama-3-8b", "model_version": null, "quantization": null,
+                       "output_bucket": "1k-4k", "requests": 1}),
+            ],
+            "[{}]",
+            ledger.backend
+        );
+    }
+}
+
+/// Lands request `old` (2026-11-02 09:00, llama-3-8b, 100 + 1500 tokens) as a Parquet file with
+/// `token_usage`'s schema before `model_version` and `quantization`, written and committed as
+/// ingest did then.
+async fn land_file_without_the_build_columns(ledger: &Ledger) {
+    let lake = Lake::open(&LakeConfig {
+        data: ledger.data_dir().display().to_string(),
+        catalog: Some(ledger.catalog.clone()),
+    })
+    .await
+    .unwrap();
+    let text = |value: &str| Arc::new(StringArray::from(vec![value])) as ArrayRef;
+    let count = |value: i64| Arc::new(Int64Array::from(vec![value])) as ArrayRef;
+    // 2026-11-02T09:00:00Z
+    let ts = TimestampMicrosecondArray::from(vec![1_793_610_000_000_000]).with_timezone("UTC");
+    let current = batch_with_columns(
+        Table::TokenUsage,
+        vec![
+            ("ts", Arc::new(ts)),
+            ("request_id", text("old")),
+            ("model", text("llama-3-8b")),
+            ("input_tokens", count(100)),
+            ("output_tokens", count(1500)),
+            ("status", text("success")),
+            ("source", text("canonical")),
+        ],
+    )
+    .unwrap();
+    let schema = current.schema();
+    let before: Vec<usize> = (0..schema.fields().len())
+        .filter(|&i| !["model_version", "quantization"].contains(&schema.field(i).name().as_str()))
+        .collect();
+    let old = current.project(&before).unwrap();
+
+    let mut writer = TableWriter::new(Arc::clone(lake.store()), "old-schema");
+    let files = writer.write(Table::TokenUsage, &old).await.unwrap();
+    let file = ledger.data_dir().join(files[0].path.to_path().as_ref());
+    let written =
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(file).unwrap()).unwrap();
+    let columns: Vec<&str> = written
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    assert_eq!(columns.len(), schema.fields().len() - 2);
+    assert!(!columns.contains(&"model_version") && !columns.contains(&"quantization"));
+    let batch = NewBatch {
+        batch_id: "old-schema".into(),
+        source: "tokens".into(),
+        origin: "written before model_version and quantization".into(),
+        content_hash: "old-schema".into(),
+        idempotency_key: None,
+        records_read: 1,
+        started_at: 0,
+    };
+    lake.catalog()
+        .commit_batch(&batch, &files, &[])
+        .await
+        .unwrap();
 }

@@ -12,7 +12,8 @@ fn litellm_payloads_flow_through_to_a_unit_economics_row() {
     ) else {
         return;
     };
-    let query = "select team, model, priority, peak, cache_hit, prompt_bucket, served_by, requests,
+    let query = "select team, model, model_version, quantization, priority, peak, cache_hit,
+                        prompt_bucket, output_bucket, served_by, requests,
                         successful_slo_met_requests, slo_missed_requests, input_tokens, output_tokens,
                         tokens_slo_met, direct_cost, cost_per_1m_tokens, slo_missed_cost
                  from unit_economics('2025-01-24', '2025-01-25')";
@@ -20,14 +21,17 @@ fn litellm_payloads_flow_through_to_a_unit_economics_row() {
         ledger.ingest_ok("tokens", &spend_log, &[]);
         ledger.ingest_ok("tokens", &standard, &[]);
         // Two gpt-4o requests on Friday 2025-01-24 09:20 UTC (peak), 10 prompt + 20 completion
-        // tokens each, both `success`; no slo for gpt-4o, so success alone counts. They name no
-        // team, namespace or workload: no GPU workload of the ledger served them, so no cost.
+        // tokens each (buckets <1k and <256), both `success`; no slo for gpt-4o, so success alone
+        // counts. `model_group` is empty and nothing names a build: `model` is gpt-4o, version and
+        // quantization NULL. They name no team, namespace or workload: no GPU workload of the
+        // ledger served them, so no cost.
         let rows = ledger.sql(query);
         assert_eq!(
             rows,
             vec![json!({
-                "team": null, "model": "gpt-4o", "priority": null, "peak": true, "cache_hit": null,
-                "prompt_bucket": "<1k", "served_by": null, "requests": 2,
+                "team": null, "model": "gpt-4o", "model_version": null, "quantization": null,
+                "priority": null, "peak": true, "cache_hit": null, "prompt_bucket": "<1k",
+                "output_bucket": "<256", "served_by": null, "requests": 2,
                 "successful_slo_met_requests": 2, "slo_missed_requests": 0, "input_tokens": 20,
                 "output_tokens": 40, "tokens_slo_met": 60, "direct_cost": null,
                 "cost_per_1m_tokens": null, "slo_missed_cost": null

@@ -5,7 +5,11 @@
 //! The input is JSON lines, one or more JSON documents (LiteLLM's samples are pretty-printed), or
 //! a JSON array of records. Each record is recognised by its keys, so one input may mix shapes.
 //! Token counts keep OpenAI's meaning whatever the source: `input_tokens` includes cached input,
-//! `output_tokens` includes reasoning.
+//! `output_tokens` includes reasoning. `model` is the model the client asked for (OTel
+//! `gen_ai.request.model`, LiteLLM `model_group` when set); `model_version` the build that answered
+//! (`gen_ai.response.model`, the deployment LiteLLM routed a group to) and `quantization` its
+//! weight format, when the record says (canonical fields of those names, LiteLLM
+//! `spend_logs_metadata` or `quantization:<value>` tags).
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -207,6 +211,8 @@ struct TokenRow {
     namespace: Option<String>,
     workload: Option<String>,
     model: Option<String>,
+    model_version: Option<String>,
+    quantization: Option<String>,
     provider: Option<String>,
     priority: Option<String>,
     input_tokens: Option<i64>,
@@ -257,6 +263,8 @@ fn canonical_row(record: &Fields, tz: Tz) -> Checked<TokenRow> {
         namespace: record.label("namespace")?,
         workload: record.label("workload")?,
         model: record.label("model")?,
+        model_version: record.label("model_version")?,
+        quantization: record.label("quantization")?,
         provider: record.label("provider")?,
         priority: record.label("priority")?,
         input_tokens: record.tokens("input_tokens")?.or(usage.input),
@@ -307,6 +315,21 @@ fn litellm_row(record: &Fields, tz: Tz) -> Checked<TokenRow> {
         )?
         .or(record.label("team_id")?)
         .or(attribution.label("team")?);
+    // `model_group` is the public alias the client asked for (what SLOs and workloads name);
+    // `model` then is the deployment LiteLLM routed it to: the build that answered.
+    let model_group = record.label("model_group")?;
+    let deployment = record.label("model")?;
+    // Tags as LiteLLM users attach them: `request_tags`, or `tags` in the request's metadata.
+    let mut tags = record.embedded_tags("request_tags")?;
+    tags.extend(metadata.embedded_tags("tags")?);
+    let tagged = |key: &str| tag_value(&tags, key);
+    let model_version = attribution
+        .label("model_version")?
+        .or_else(|| tagged("model_version"))
+        .or(model_group.as_ref().and(deployment.clone()));
+    let quantization = attribution
+        .label("quantization")?
+        .or_else(|| tagged("quantization"));
 
     Ok(TokenRow {
         ts: start,
@@ -316,7 +339,9 @@ fn litellm_row(record: &Fields, tz: Tz) -> Checked<TokenRow> {
         cost_center: attribution.label("cost_center")?,
         namespace: attribution.label("namespace")?,
         workload: attribution.label("workload")?,
-        model: record.first(&["model", "model_group"], Fields::label)?,
+        model: model_group.or(deployment),
+        model_version,
+        quantization,
         provider: record.label("custom_llm_provider")?,
         priority: attribution.label("priority")?,
         input_tokens: record.tokens("prompt_tokens")?.or(usage.input),
@@ -372,10 +397,13 @@ fn otel_row(attributes: &Fields, tz: Tz) -> Checked<TokenRow> {
             ],
             Fields::label,
         )?,
+        // The model asked for; the one that answered is its version (`gpt-4o-2024-08-06`).
         model: attributes.first(
-            &["gen_ai.response.model", "gen_ai.request.model"],
+            &["gen_ai.request.model", "gen_ai.response.model"],
             Fields::label,
         )?,
+        model_version: attributes.label("gen_ai.response.model")?,
+        quantization: None,
         provider: attributes.first(&["gen_ai.provider.name", "gen_ai.system"], Fields::label)?,
         priority: None,
         input_tokens: attributes.first(
@@ -550,6 +578,15 @@ fn uncached_input_usage(
     })
 }
 
+/// The value of the first `key:value` (or `key=value`) tag, e.g. `quantization:fp8`.
+fn tag_value(tags: &[String], key: &str) -> Option<String> {
+    tags.iter().find_map(|tag| {
+        let (name, value) = tag.split_once([':', '='])?;
+        let value = value.trim();
+        (name.trim() == key && !value.is_empty()).then(|| value.to_string())
+    })
+}
+
 /// `success` and `failure` under their usual spellings; any other status as it was written.
 fn normalise_status(status: String) -> String {
     match status.to_ascii_lowercase().as_str() {
@@ -626,6 +663,41 @@ impl<'a> Fields<'a> {
             Some(Value::Object(map)) => Ok(Fields::nested(Some(map), &self.name(key))),
             Some(other) => Err(self.wrong_type(key, "a JSON object", other)),
         }
+    }
+
+    /// A list of tags, also JSON-encoded in a string (a spend-log row's `request_tags`); entries
+    /// that are not strings are no tags.
+    fn embedded_tags(&self, key: &str) -> Checked<Vec<String>> {
+        let parsed;
+        let values = match self.get(key) {
+            None => return Ok(Vec::new()),
+            Some(Value::Array(values)) => values,
+            Some(Value::String(text)) => {
+                parsed = serde_json::from_str::<Value>(text).map_err(|error| {
+                    Invalid::new(
+                        self.name(key),
+                        format!("expected a JSON array, found a string that is not JSON ({error})"),
+                    )
+                })?;
+                match &parsed {
+                    Value::Array(values) => values,
+                    Value::Null => return Ok(Vec::new()),
+                    other => {
+                        return Err(self.wrong_type(
+                            key,
+                            "a JSON array encoded as a string",
+                            other,
+                        ));
+                    }
+                }
+            }
+            Some(other) => return Err(self.wrong_type(key, "a JSON array", other)),
+        };
+        Ok(values
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect())
     }
 
     /// An object that may arrive JSON-encoded in a string, as LiteLLM publishes a spend-log
@@ -896,6 +968,8 @@ fn to_batch(rows: &[TokenRow]) -> Result<RecordBatch, IngestError> {
         text(rows, |r| r.namespace.as_deref()),
         text(rows, |r| r.workload.as_deref()),
         text(rows, |r| r.model.as_deref()),
+        text(rows, |r| r.model_version.as_deref()),
+        text(rows, |r| r.quantization.as_deref()),
         text(rows, |r| r.provider.as_deref()),
         text(rows, |r| r.priority.as_deref()),
         count(rows, |r| r.input_tokens),

@@ -338,7 +338,12 @@ static TOKEN_USAGE: LazyLock<SchemaRef> = LazyLock::new(|| {
         utf8("cost_center"),
         utf8("namespace"),
         utf8("workload"),
+        // The model the client asked for: SLOs and serving workloads are matched by it.
         utf8("model"),
+        // The build that answered (OTel `gen_ai.response.model`) and its weight format (`bf16`,
+        // `fp8`, …). Added after the first release: files written before read them as NULL.
+        utf8("model_version"),
+        utf8("quantization"),
         utf8("provider"),
         utf8("priority"),
         i64_col("input_tokens"),

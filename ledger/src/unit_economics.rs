@@ -141,6 +141,17 @@ pub fn prompt_bucket(input_tokens: Option<i64>) -> Option<&'static str> {
     })
 }
 
+/// The output-length bucket of a request by output tokens (1k = 1,024, as for prompts); `None`
+/// when the gateway did not count them.
+pub fn output_bucket(output_tokens: Option<i64>) -> Option<&'static str> {
+    Some(match output_tokens? {
+        ..256 => "<256",
+        256..1_024 => "256-1k",
+        1_024..4_096 => "1k-4k",
+        _ => ">=4k",
+    })
+}
+
 /// One gateway request, as `token_usage` holds it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Request<'a> {
@@ -149,6 +160,10 @@ pub struct Request<'a> {
     pub namespace: Option<&'a str>,
     pub workload: Option<&'a str>,
     pub model: Option<&'a str>,
+    /// The build that answered and its weight format: rows split by them, SLOs and serving
+    /// workloads are still found by `model`.
+    pub model_version: Option<&'a str>,
+    pub quantization: Option<&'a str>,
     pub priority: Option<&'a str>,
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
@@ -333,10 +348,13 @@ pub struct RowKey {
     /// none.
     pub team: Option<String>,
     pub model: Option<String>,
+    pub model_version: Option<String>,
+    pub quantization: Option<String>,
     pub priority: Option<String>,
     pub peak: bool,
     pub cache_hit: Option<bool>,
     pub prompt_bucket: Option<&'static str>,
+    pub output_bucket: Option<&'static str>,
     /// The serving workloads (indices into [`Serving::workloads`]); empty when none served it.
     served_by: Vec<usize>,
 }
@@ -383,10 +401,13 @@ impl UnitEconomics {
         let key = RowKey {
             team,
             model: owned(request.model),
+            model_version: owned(request.model_version),
+            quantization: owned(request.quantization),
             priority: owned(request.priority),
             peak: is_peak(request.ts),
             cache_hit: request.cache_hit,
             prompt_bucket: prompt_bucket(request.input_tokens),
+            output_bucket: output_bucket(request.output_tokens),
             served_by,
         };
         let met = slo_met(

@@ -54,6 +54,8 @@ fn row(ts: &str, request_id: &str, source: Source) -> TokenRow {
         namespace: None,
         workload: None,
         model: None,
+        model_version: None,
+        quantization: None,
         provider: None,
         priority: None,
         input_tokens: None,
@@ -102,6 +104,8 @@ fn landed(sink: &CollectSink) -> Vec<TokenRow> {
             namespace: text("namespace", i),
             workload: text("workload", i),
             model: text("model", i),
+            model_version: text("model_version", i),
+            quantization: text("quantization", i),
             provider: text("provider", i),
             priority: text("priority", i),
             input_tokens: count("input_tokens", i),
@@ -242,6 +246,7 @@ fn litellm_spend_log_row_maps_team_cache_and_detailed_usage() {
             environment: some("prod"),
             cost_center: some("cc-42"),
             priority: some("online"),
+            // `model: ""`: the deployment is not known, so neither is the version.
             model: some("claude-sonnet"),
             provider: some("anthropic"),
             input_tokens: Some(1200),
@@ -283,6 +288,80 @@ fn litellm_logging_payload_with_epoch_times() {
 }
 
 #[test]
+fn litellm_model_group_is_the_model_and_the_routed_deployment_its_version() {
+    // A spend-log row whose build is named in `spend_logs_metadata`, a logging payload whose
+    // quantization comes from a `key:value` request tag, and one tagged in its request metadata.
+    let spend_log = serde_json::json!({
+        "request_id": "lg-1", "call_type": "acompletion", "startTime": "2026-11-02 09:00:00",
+        "model": "hosted_vllm/llama-3-8b-fp8", "model_group": "llama-3-8b",
+        "request_tags": "[\"team:nlp\", \"quantization:fp8\"]",
+        "metadata": serde_json::json!({
+            "spend_logs_metadata": {"model_version": "llama-3-8b-fp8-2026-11", "quantization": "FP8-dynamic"}
+        }).to_string(),
+    });
+    let tagged = serde_json::json!({
+        "id": "lg-2", "call_type": "acompletion", "startTime": "2026-11-02 09:00:01",
+        "model": "hosted_vllm/llama-3-8b-fp8", "model_group": "llama-3-8b",
+        "request_tags": ["quantization: fp8", 7], "metadata": {"spend_logs_metadata": null},
+    });
+    let in_metadata = serde_json::json!({
+        "id": "lg-3", "call_type": "acompletion", "startTime": "2026-11-02 09:00:02",
+        "model": "llama-3-8b", "model_group": "", "request_tags": "[]",
+        "metadata": {"tags": ["quantization=bf16"]},
+    });
+    let input = format!("{spend_log}\n{tagged}\n{in_metadata}\n");
+    let (stats, sink) = run(&input, &context());
+    assert_eq!(stats, self::stats(3, 3, 0, 0));
+    let builds: Vec<_> = landed(&sink)
+        .into_iter()
+        .map(|r| (r.model, r.model_version, r.quantization))
+        .collect();
+    assert_eq!(
+        builds,
+        [
+            // The metadata's own fields win over tags and the deployment name.
+            (
+                some("llama-3-8b"),
+                some("llama-3-8b-fp8-2026-11"),
+                some("FP8-dynamic")
+            ),
+            // No version in the metadata: the deployment the group was routed to.
+            (
+                some("llama-3-8b"),
+                some("hosted_vllm/llama-3-8b-fp8"),
+                some("fp8")
+            ),
+            // No group: `model` is the model, and nothing names a version.
+            (some("llama-3-8b"), None, some("bf16")),
+        ]
+    );
+}
+
+#[test]
+fn malformed_litellm_request_tags_are_rejected_by_their_path() {
+    let input = r#"{"request_id": "t1", "startTime": "2025-01-24 09:20:46", "request_tags": "[oops"}
+{"request_id": "t2", "startTime": "2025-01-24 09:20:46", "request_tags": {"quantization": "fp8"}}
+"#;
+    let (stats, sink) = run(input, &context());
+    assert_eq!(stats, self::stats(2, 0, 0, 2));
+    let at: Vec<_> = rejections(&sink)
+        .into_iter()
+        .map(|(line, field, reason)| (line, field, reason.split(" (").next().unwrap()))
+        .collect();
+    assert_eq!(
+        at,
+        [
+            (
+                1,
+                "request_tags",
+                "expected a JSON array, found a string that is not JSON"
+            ),
+            (2, "request_tags", "expected a JSON array, found an object"),
+        ]
+    );
+}
+
+#[test]
 fn malformed_nested_fields_are_rejected_by_their_path() {
     let input = r#"{"request_id": "m1", "startTime": "2025-01-24 09:20:46", "metadata": "{oops"}
 {"request_id": "m2", "startTime": "2025-01-24 09:20:46", "metadata": "{\"usage_object\": {\"prompt_tokens\": 5, \"prompt_tokens_details\": {\"cached_tokens\": -1}}}"}
@@ -312,7 +391,7 @@ fn malformed_nested_fields_are_rejected_by_their_path() {
     );
 }
 
-const CANONICAL: &str = r#"{"ts": "2025-03-01T12:00:00Z", "request_id": "r1", "team": "search", "namespace": "llm", "workload": "vllm-llama", "model": "llama-3-70b", "priority": "online", "input_tokens": 512, "output_tokens": 128, "cached_tokens": 256, "ttft_ms": 180.5, "latency_ms": 2400.0, "status": "SUCCESS", "cache_hit": false, "environment": "prod", "cost_center": "cc-1", "provider": "self-hosted", "reasoning_tokens": 0}"#;
+const CANONICAL: &str = r#"{"ts": "2025-03-01T12:00:00Z", "request_id": "r1", "team": "search", "namespace": "llm", "workload": "vllm-llama", "model": "llama-3-70b", "model_version": "llama-3-70b-instruct-awq", "quantization": "awq", "priority": "online", "input_tokens": 512, "output_tokens": 128, "cached_tokens": 256, "ttft_ms": 180.5, "latency_ms": 2400.0, "status": "SUCCESS", "cache_hit": false, "environment": "prod", "cost_center": "cc-1", "provider": "self-hosted", "reasoning_tokens": 0}"#;
 
 #[test]
 fn canonical_record_lands_every_column() {
@@ -327,6 +406,8 @@ fn canonical_record_lands_every_column() {
             namespace: some("llm"),
             workload: some("vllm-llama"),
             model: some("llama-3-70b"),
+            model_version: some("llama-3-70b-instruct-awq"),
+            quantization: some("awq"),
             provider: some("self-hosted"),
             priority: some("online"),
             input_tokens: Some(512),
@@ -523,7 +604,9 @@ fn otel_flat_attributes_with_current_and_deprecated_names() {
                 environment: some("staging"),
                 namespace: some("chat"),
                 workload: some("assistant-api"),
-                model: some("gpt-4o-2024-08-06"),
+                // Asked for gpt-4o; gpt-4o-2024-08-06 answered.
+                model: some("gpt-4o"),
+                model_version: some("gpt-4o-2024-08-06"),
                 provider: some("openai"),
                 input_tokens: Some(100),
                 output_tokens: Some(40),

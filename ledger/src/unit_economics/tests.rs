@@ -112,6 +112,18 @@ fn prompt_buckets_count_k_as_1024_tokens() {
 }
 
 #[test]
+fn output_buckets_count_k_as_1024_tokens() {
+    assert_eq!(output_bucket(Some(0)), Some("<256"));
+    assert_eq!(output_bucket(Some(255)), Some("<256"));
+    assert_eq!(output_bucket(Some(256)), Some("256-1k"));
+    assert_eq!(output_bucket(Some(1023)), Some("256-1k"));
+    assert_eq!(output_bucket(Some(1024)), Some("1k-4k"));
+    assert_eq!(output_bucket(Some(4095)), Some("1k-4k"));
+    assert_eq!(output_bucket(Some(4096)), Some(">=4k"));
+    assert_eq!(output_bucket(None), None);
+}
+
+#[test]
 fn unit_costs_divide_by_slo_met_output_only() {
     let traffic = Traffic {
         requests: 4,
@@ -325,4 +337,40 @@ fn a_request_is_priced_as_its_row_was() {
     assert_eq!(costing.loaded_cost(&by_model), row_of("batch", true));
     assert_eq!(costing.loaded_cost(&unserved), None);
     assert_eq!(row_of("batch", false), None);
+}
+
+#[test]
+fn builds_of_one_model_get_their_own_rows_but_share_its_slo_and_workload() {
+    let slos = Slos::new([slo("llama", "online", Some(500.0), None)]);
+    let mut economics = UnitEconomics::new(slos, serving());
+    let build = |version, quantization, ttft_ms| {
+        let mut r = request(at(2, 9), 60, 40, "success");
+        r.model_version = Some(version);
+        r.quantization = Some(quantization);
+        r.outcome.ttft_ms = Some(ttft_ms);
+        r
+    };
+    // Two bf16 requests within the 500 ms TTFT target, three fp8 ones past it; 100 tokens each.
+    for _ in 0..2 {
+        economics.add(&build("llama-bf16", "bf16", 200.0));
+    }
+    for _ in 0..3 {
+        economics.add(&build("llama-fp8", "fp8", 900.0));
+    }
+    let rows = economics.finish();
+    assert_eq!(rows.len(), 2);
+    let (bf16, fp8) = (&rows[0], &rows[1]);
+    assert_eq!(bf16.key.quantization.as_deref(), Some("bf16"));
+    assert_eq!(fp8.key.model_version.as_deref(), Some("llama-fp8"));
+    assert_eq!(fp8.key.output_bucket, Some("<256"));
+    // The llama/online SLO judged both; ml/serve served both: its 10.0 × 1.25 loaded = 12.5 is split
+    // 200 : 300 tokens. bf16: 5.0 over 200 met tokens = 25000 per 1M. fp8: 7.5, all of it missed,
+    // no effective output to divide by.
+    assert_eq!(bf16.loaded_cost, Some(5.0));
+    assert_eq!(bf16.unit_costs.unwrap().per_1m_tokens, Some(25_000.0));
+    assert_eq!(fp8.loaded_cost, Some(7.5));
+    let fp8_costs = fp8.unit_costs.unwrap();
+    assert_eq!(fp8_costs.per_1m_tokens, None);
+    assert_eq!(fp8_costs.per_successful_request, None);
+    assert_eq!(fp8_costs.slo_missed, 7.5);
 }

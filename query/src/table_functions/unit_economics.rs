@@ -1,5 +1,6 @@
 //! `unit_economics(from, to)`: what inference costs per unit of **effective** output (DESIGN §7):
-//! per team, model, priority, peak or off-peak, cache hit or miss and prompt-length bucket, the
+//! per team, model, model version and quantization, priority, peak or off-peak, cache hit or miss
+//! and prompt- and output-length bucket, the
 //! requests and tokens of the window, which of them met their SLO, the GPU cost of the serving
 //! workloads spread over them, and the cost per 1M SLO-met tokens and per SLO-met request.
 //!
@@ -12,7 +13,11 @@
 //!   and every set target holds (`ttft_ms`, `latency_ms` at most the target); a missing
 //!   measurement for a set target is not met. Models without an SLO: met when `success`.
 //! - **Peak**: 08:00–20:00 UTC, Monday to Friday. **Prompt bucket**: input tokens `<1k`,
-//!   `1k-8k`, `8k-32k`, `>=32k` (1k = 1,024); NULL when the gateway did not count them.
+//!   `1k-8k`, `8k-32k`, `>=32k` (1k = 1,024); **output bucket**: output tokens `<256`, `256-1k`,
+//!   `1k-4k`, `>=4k`; NULL when the gateway did not count them.
+//! - **Builds**: `model_version` and `quantization` split the rows (NULL when the gateway did not
+//!   say); SLOs and serving workloads are still found by `model`, so two builds of one model share
+//!   its SLO and the cost of the workload that served them, by token share.
 //! - **Which cost** (`gpuledger_ledger::unit_economics` has the rules): a request with a
 //!   `workload` is served by the ledger's workload with that namespace and name; one without is
 //!   served by its namespace's workloads whose allocations carry its `model` label. Their
@@ -124,10 +129,13 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![
         text("team"),
         text("model"),
+        text("model_version"),
+        text("quantization"),
         text("priority"),
         Field::new("peak", DataType::Boolean, false),
         flag("cache_hit"),
         text("prompt_bucket"),
+        text("output_bucket"),
         text("served_by"),
         count("requests"),
         count("successful_slo_met_requests"),
@@ -354,6 +362,8 @@ pub(super) async fn for_each_request(
         "namespace",
         "workload",
         "model",
+        "model_version",
+        "quantization",
         "priority",
         "input_tokens",
         "output_tokens",
@@ -372,17 +382,36 @@ pub(super) async fn for_each_request(
         let batch = batch?;
         let ts = column(&batch, "ts", &timestamp())?;
         let ts = ts.as_primitive::<TimestampMicrosecondType>();
-        let [team, namespace, workload, model, priority, status] = [
+        let [
+            team,
+            namespace,
+            workload,
+            model,
+            model_version,
+            quantization,
+            priority,
+            status,
+        ] = [
             "team",
             "namespace",
             "workload",
             "model",
+            "model_version",
+            "quantization",
             "priority",
             "status",
         ]
         .map(|name| strings(&batch, name));
-        let (team, namespace, workload, model, priority, status) =
-            (team?, namespace?, workload?, model?, priority?, status?);
+        let (team, namespace, workload, model, model_version, quantization, priority, status) = (
+            team?,
+            namespace?,
+            workload?,
+            model?,
+            model_version?,
+            quantization?,
+            priority?,
+            status?,
+        );
         let [input, output, cached] =
             ["input_tokens", "output_tokens", "cached_tokens"].map(|name| integers(&batch, name));
         let (input, output, cached) = (input?, output?, cached?);
@@ -398,6 +427,8 @@ pub(super) async fn for_each_request(
                 namespace: text(&namespace, row),
                 workload: text(&workload, row),
                 model: text(&model, row),
+                model_version: text(&model_version, row),
+                quantization: text(&quantization, row),
                 priority: text(&priority, row),
                 input_tokens: count(&input, row),
                 output_tokens: count(&output, row),
@@ -490,6 +521,8 @@ fn rows_batch(rows: &[Row]) -> DfResult<RecordBatch> {
     let columns = vec![
         text(|r| r.key.team.as_deref()),
         text(|r| r.key.model.as_deref()),
+        text(|r| r.key.model_version.as_deref()),
+        text(|r| r.key.quantization.as_deref()),
         text(|r| r.key.priority.as_deref()),
         Arc::new(
             rows.iter()
@@ -502,6 +535,7 @@ fn rows_batch(rows: &[Row]) -> DfResult<RecordBatch> {
                 .collect::<BooleanArray>(),
         ),
         text(|r| r.key.prompt_bucket),
+        text(|r| r.key.output_bucket),
         text(|r| r.served_by.as_deref()),
         count(|r| r.traffic.requests),
         count(|r| r.traffic.slo_met_requests),
