@@ -23,12 +23,10 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampMicrosecondT
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{Result as DfResult, ScalarValue, plan_err};
-use datafusion::datasource::memory::MemorySourceConfig;
-use datafusion::datasource::{TableProvider, TableType, provider_as_source};
+use datafusion::datasource::{TableProvider, provider_as_source};
 use datafusion::functions::expr_fn::coalesce;
 use datafusion::functions_aggregate::expr_fn::max;
 use datafusion::logical_expr::{Expr, LogicalPlanBuilder, col, lit};
-use datafusion::physical_plan::ExecutionPlan;
 use gpuledger_lake::tables::timestamp;
 use gpuledger_ledger::build::Node;
 use gpuledger_ledger::capacity::{NodeFree, ReplicaAllocation, Windows, fit, replicas_needed};
@@ -39,6 +37,7 @@ use super::unit_economics::{
     UnitEconomicsSources, column, declared_slos, declared_specs, floats, for_each_request, run,
     strings, text,
 };
+use super::{Computed, computed};
 
 /// The literal arguments of a call, as `data_type`.
 fn literal(
@@ -51,19 +50,6 @@ fn literal(
         Some(Expr::Literal(value, _)) => Ok(value.cast_to(data_type)?),
         _ => plan_err!("{name}: argument {} must be a literal", i + 1),
     }
-}
-
-fn table(
-    schema: &SchemaRef,
-    columns: Vec<ArrayRef>,
-    projection: Option<&Vec<usize>>,
-) -> DfResult<Arc<dyn ExecutionPlan>> {
-    let batch = RecordBatch::try_new(schema.clone(), columns)?;
-    Ok(MemorySourceConfig::try_new_exec(
-        &[vec![batch]],
-        schema.clone(),
-        projection.cloned(),
-    )?)
 }
 
 #[derive(Debug)]
@@ -92,7 +78,7 @@ impl TableFunctionImpl for InferenceCapacity {
         else {
             return plan_err!("{NAME}: model, peak_rps and redundancy must not be NULL");
         };
-        Ok(Arc::new(InferenceCapacityTable {
+        Ok(computed(InferenceCapacityTable {
             sources: self.sources.clone(),
             model,
             peak_rps,
@@ -128,22 +114,12 @@ static CAPACITY_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 });
 
 #[async_trait]
-impl TableProvider for InferenceCapacityTable {
+impl Computed for InferenceCapacityTable {
     fn schema(&self) -> SchemaRef {
         CAPACITY_SCHEMA.clone()
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::View
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+    async fn batches(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>> {
         let slos = declared_slos(&self.sources.catalog).await?;
         let objective = slos
             .find(Some(&self.model), None)
@@ -186,7 +162,10 @@ impl TableProvider for InferenceCapacityTable {
                     .map(|(r, g)| r as f64 * g),
             ])),
         ];
-        table(&CAPACITY_SCHEMA, columns, projection)
+        Ok(vec![RecordBatch::try_new(
+            CAPACITY_SCHEMA.clone(),
+            columns,
+        )?])
     }
 }
 
@@ -243,7 +222,7 @@ impl TableFunctionImpl for GpuFit {
         let Ok(gpus) = u32::try_from(gpus) else {
             return plan_err!("gpu_fit: gpus must be 0 or more (got {gpus})");
         };
-        Ok(Arc::new(GpuFitTable {
+        Ok(computed(GpuFitTable {
             sources: self.sources.clone(),
             gpus,
         }))
@@ -273,22 +252,12 @@ static FIT_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 });
 
 #[async_trait]
-impl TableProvider for GpuFitTable {
+impl Computed for GpuFitTable {
     fn schema(&self) -> SchemaRef {
         FIT_SCHEMA.clone()
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::View
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+    async fn batches(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>> {
         let nodes: Vec<Node> = declared_specs(&self.sources.catalog).await?;
         let (as_of, taken) = self.taken(state).await?;
         let mut groups: BTreeMap<(&str, &str), Vec<NodeFree>> = BTreeMap::new();
@@ -328,7 +297,7 @@ impl TableProvider for GpuFitTable {
                     .collect::<BooleanArray>(),
             ),
         ];
-        table(&FIT_SCHEMA, columns, projection)
+        Ok(vec![RecordBatch::try_new(FIT_SCHEMA.clone(), columns)?])
     }
 }
 

@@ -13,13 +13,18 @@ mod training_economics;
 mod unit_economics;
 mod value_report;
 
+use std::fmt::Debug;
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, TimeUnit};
-use datafusion::catalog::TableFunctionArgs;
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableFunctionArgs};
 use datafusion::common::{Result as DfResult, ScalarValue, plan_err};
-use datafusion::datasource::{TableProvider, provider_as_source};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::{TableProvider, TableType, provider_as_source};
 use datafusion::logical_expr::{Expr, LogicalPlanBuilder, col, lit};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 
 pub use capacity::{GpuFit, InferenceCapacity};
@@ -122,4 +127,49 @@ fn scan_window(
             .gt_eq(lit(from.clone()))
             .and(col(time_column).lt(lit(to.clone()))),
     )
+}
+
+/// What a computed table function returns: rows worked out from the lake and the catalog when a
+/// query scans it (never stored), small enough to hold in memory.
+#[async_trait]
+trait Computed: Debug + Send + Sync + 'static {
+    fn schema(&self) -> SchemaRef;
+
+    /// The rows, in batches of [`Computed::schema`].
+    async fn batches(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>>;
+}
+
+/// A [`Computed`] table as DataFusion scans it: a view, computed on each scan and projected in
+/// memory; filters and limits are left to the plan above it.
+#[derive(Debug)]
+struct ComputedTable<T>(T);
+
+fn computed(table: impl Computed) -> Arc<dyn TableProvider> {
+    Arc::new(ComputedTable(table))
+}
+
+#[async_trait]
+impl<T: Computed> TableProvider for ComputedTable<T> {
+    fn schema(&self) -> SchemaRef {
+        self.0.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let batches = self.0.batches(state).await?;
+        Ok(MemorySourceConfig::try_new_exec(
+            &[batches],
+            self.schema(),
+            projection.cloned(),
+        )?)
+    }
 }

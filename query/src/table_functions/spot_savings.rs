@@ -27,12 +27,10 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampMicrosecondT
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{Result as DfResult, ScalarValue};
-use datafusion::datasource::memory::MemorySourceConfig;
-use datafusion::datasource::{TableProvider, TableType, provider_as_source};
+use datafusion::datasource::{TableProvider, provider_as_source};
 use datafusion::functions::expr_fn::coalesce;
 use datafusion::functions_aggregate::expr_fn::sum;
-use datafusion::logical_expr::{Expr, LogicalPlanBuilder, col, lit};
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::logical_expr::{LogicalPlanBuilder, col, lit};
 use gpuledger_lake::Catalog;
 use gpuledger_lake::tables::timestamp;
 use gpuledger_ledger::build::{Node, matches_node};
@@ -45,7 +43,7 @@ use gpuledger_ledger::training::Ending;
 
 use super::training_economics::training_runs;
 use super::unit_economics::{column, declared_specs, floats, run, strings, text};
-use super::{scan_window, window};
+use super::{Computed, computed, scan_window, window};
 
 #[derive(Debug)]
 pub struct SpotSavings {
@@ -57,7 +55,7 @@ pub struct SpotSavings {
 
 impl TableFunctionImpl for SpotSavings {
     fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
-        Ok(Arc::new(SpotSavingsTable {
+        Ok(computed(SpotSavingsTable {
             gpu_hours: Arc::clone(&self.gpu_hours),
             billing_lines: Arc::clone(&self.billing_lines),
             scheduler_events: Arc::clone(&self.scheduler_events),
@@ -109,22 +107,12 @@ struct Row<'a> {
 }
 
 #[async_trait]
-impl TableProvider for SpotSavingsTable {
+impl Computed for SpotSavingsTable {
     fn schema(&self) -> SchemaRef {
         SCHEMA.clone()
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::View
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+    async fn batches(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>> {
         let window = self.span();
         let window_hours = window.len() as f64 / MICROS_PER_HOUR as f64;
         let nodes: Vec<Node> = declared_specs(&self.catalog).await?;
@@ -171,11 +159,7 @@ impl TableProvider for SpotSavingsTable {
             });
         }
         let batch = rows_batch(&rows)?;
-        Ok(MemorySourceConfig::try_new_exec(
-            &[vec![batch]],
-            self.schema(),
-            projection.cloned(),
-        )?)
+        Ok(vec![batch])
     }
 }
 

@@ -29,17 +29,15 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampMicrosecondT
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{Result as DfResult, ScalarValue};
-use datafusion::datasource::memory::MemorySourceConfig;
-use datafusion::datasource::{TableProvider, TableType};
+use datafusion::datasource::TableProvider;
 use datafusion::functions::expr_fn::coalesce;
 use datafusion::functions_aggregate::expr_fn::sum;
 use datafusion::logical_expr::{Expr, col, lit, when};
-use datafusion::physical_plan::ExecutionPlan;
 use gpuledger_lake::tables::timestamp;
 use gpuledger_ledger::training::{Event, Row, TrainingRuns, WorkloadCost};
 
 use super::unit_economics::{column, floats, integers, run, strings, text};
-use super::{scan_window, window};
+use super::{Computed, computed, scan_window, window};
 
 #[derive(Debug)]
 pub struct TrainingEconomics {
@@ -49,7 +47,7 @@ pub struct TrainingEconomics {
 
 impl TableFunctionImpl for TrainingEconomics {
     fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
-        Ok(Arc::new(TrainingEconomicsTable {
+        Ok(computed(TrainingEconomicsTable {
             gpu_hours: Arc::clone(&self.gpu_hours),
             scheduler_events: Arc::clone(&self.scheduler_events),
             bounds: window("training_economics", &args)?,
@@ -91,30 +89,16 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 });
 
 #[async_trait]
-impl TableProvider for TrainingEconomicsTable {
+impl Computed for TrainingEconomicsTable {
     fn schema(&self) -> SchemaRef {
         SCHEMA.clone()
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::View
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+    async fn batches(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>> {
         let costs = self.costs(state).await?;
         let runs = training_runs(state, &self.scheduler_events, &self.bounds).await?;
         let batch = rows_batch(&runs.finish(&costs))?;
-        Ok(MemorySourceConfig::try_new_exec(
-            &[vec![batch]],
-            self.schema(),
-            projection.cloned(),
-        )?)
+        Ok(vec![batch])
     }
 }
 

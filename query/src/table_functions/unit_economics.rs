@@ -47,12 +47,11 @@ use arrow::datatypes::{
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue};
-use datafusion::datasource::memory::MemorySourceConfig;
-use datafusion::datasource::{TableProvider, TableType};
+use datafusion::datasource::TableProvider;
 use datafusion::functions::expr_fn::coalesce;
 use datafusion::functions_aggregate::expr_fn::sum;
 use datafusion::logical_expr::{Expr, LogicalPlan, col, lit, when};
-use datafusion::physical_plan::{ExecutionPlan, collect, execute_stream};
+use datafusion::physical_plan::{collect, execute_stream};
 use futures::StreamExt;
 use gpuledger_lake::Catalog;
 use gpuledger_lake::tables::timestamp;
@@ -62,7 +61,7 @@ use gpuledger_ledger::unit_economics::{
     Costing, Outcome, Request, Row, Serving, SloSpec, Slos, TeamCost, UnitEconomics, WorkloadCost,
 };
 
-use super::{scan_window, window};
+use super::{Computed, computed, scan_window, window};
 use crate::error::to_df;
 
 /// The lake tables the unit and training economics read, and the catalog that holds the SLOs.
@@ -99,7 +98,7 @@ impl UnitEconomicsFunction {
 
 impl TableFunctionImpl for UnitEconomicsFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
-        Ok(Arc::new(UnitEconomicsTable {
+        Ok(computed(UnitEconomicsTable {
             sources: self.sources.clone(),
             bounds: window(self.name(), &args)?,
             daily: self.daily,
@@ -153,7 +152,7 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 });
 
 #[async_trait]
-impl TableProvider for UnitEconomicsTable {
+impl Computed for UnitEconomicsTable {
     fn schema(&self) -> SchemaRef {
         if self.daily {
             DAILY_SCHEMA.clone()
@@ -162,17 +161,7 @@ impl TableProvider for UnitEconomicsTable {
         }
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::View
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+    async fn batches(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>> {
         let slos = self.slos().await?;
         let mut batches = Vec::new();
         if self.daily {
@@ -188,11 +177,7 @@ impl TableProvider for UnitEconomicsTable {
         } else {
             batches.push(rows_batch(&self.rows(state, &slos, &self.bounds).await?)?);
         }
-        Ok(MemorySourceConfig::try_new_exec(
-            &[batches],
-            self.schema(),
-            projection.cloned(),
-        )?)
+        Ok(batches)
     }
 }
 

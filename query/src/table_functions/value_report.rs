@@ -28,10 +28,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{Result as DfResult, ScalarValue};
-use datafusion::datasource::memory::MemorySourceConfig;
-use datafusion::datasource::{TableProvider, TableType};
-use datafusion::logical_expr::Expr;
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::datasource::TableProvider;
 use gpuledger_lake::tables::timestamp;
 use gpuledger_ledger::unit_economics::{slo_met, succeeded};
 use gpuledger_ledger::value::{DayTraffic, DayValue, ValueMappingSpec, evaluate, roi};
@@ -39,7 +36,7 @@ use gpuledger_ledger::value::{DayTraffic, DayValue, ValueMappingSpec, evaluate, 
 use super::unit_economics::{
     UnitEconomicsSources, costed, days, declared_slos, declared_specs, for_each_request,
 };
-use super::window;
+use super::{Computed, computed, window};
 
 /// `value_report(from, to)`, or `value_report_daily(from, to)` when `daily`.
 #[derive(Debug)]
@@ -60,7 +57,7 @@ impl ValueReportFunction {
 
 impl TableFunctionImpl for ValueReportFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
-        Ok(Arc::new(ValueReportTable {
+        Ok(computed(ValueReportTable {
             sources: self.sources.clone(),
             bounds: window(self.name(), &args)?,
             daily: self.daily,
@@ -142,7 +139,7 @@ struct Daily<'a> {
 }
 
 #[async_trait]
-impl TableProvider for ValueReportTable {
+impl Computed for ValueReportTable {
     fn schema(&self) -> SchemaRef {
         if self.daily {
             DAILY_SCHEMA.clone()
@@ -151,17 +148,7 @@ impl TableProvider for ValueReportTable {
         }
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::View
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+    async fn batches(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>> {
         let mappings: Vec<ValueMappingSpec> = declared_specs(&self.sources.catalog).await?;
         let slos = declared_slos(&self.sources.catalog).await?;
         let mut daily = Vec::new();
@@ -213,11 +200,7 @@ impl TableProvider for ValueReportTable {
         } else {
             report_batch(&daily, line_costs)?
         };
-        Ok(MemorySourceConfig::try_new_exec(
-            &[vec![batch]],
-            self.schema(),
-            projection.cloned(),
-        )?)
+        Ok(vec![batch])
     }
 }
 
