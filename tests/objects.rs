@@ -17,7 +17,7 @@ fn documented_example() -> String {
     doc[start..end].to_string()
 }
 
-const EVERY_OBJECT: [&str; 11] = [
+const EVERY_OBJECT: [&str; 12] = [
     "node/demo/h100-1",
     "reservation/h100-1-failover",
     "shared_cost_rule/network",
@@ -29,6 +29,7 @@ const EVERY_OBJECT: [&str; 11] = [
     "slo/llama-3-70b/online",
     "spot_operations_cost/spot-interruption-handling",
     "value_mapping/credit-approvals",
+    "budget/nlp-monthly",
 ];
 
 fn lines(objects: &[&str], outcome: &str) -> String {

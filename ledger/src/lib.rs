@@ -14,10 +14,12 @@
 //! - `training.rs`, `spot.rs`: what training runs and spot capacity cost and saved;
 //! - `value.rs`: value mappings: a metric and condition over a day → business events → value;
 //! - `capacity.rs`: safe throughput per replica at SLO, replicas needed, whether a job fits;
+//! - `budget.rs`: monthly budgets: spend to date, forecast from the run rate, state, thresholds crossed;
 //! - `objects.rs`: declared catalog objects (`gpuledger apply`): kinds, typed specs, validation.
 
 pub mod allocation;
 pub mod amortize;
+pub mod budget;
 pub mod build;
 pub mod capacity;
 pub mod gpu_hours;

@@ -21,6 +21,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::amortize::Strategy;
+use crate::budget::BudgetSpec;
 use crate::build::{ManualCost, Node, RateCardEntry, Reservation};
 use crate::journal::{Basis, SharedCostRule};
 use crate::spot::OperationsCostSpec;
@@ -39,10 +40,11 @@ pub enum ObjectKind {
     Slo,
     SpotOperationsCost,
     ValueMapping,
+    Budget,
 }
 
 impl ObjectKind {
-    pub const ALL: [ObjectKind; 9] = [
+    pub const ALL: [ObjectKind; 10] = [
         ObjectKind::Node,
         ObjectKind::Reservation,
         ObjectKind::SharedCostRule,
@@ -52,6 +54,7 @@ impl ObjectKind {
         ObjectKind::Slo,
         ObjectKind::SpotOperationsCost,
         ObjectKind::ValueMapping,
+        ObjectKind::Budget,
     ];
 
     pub fn name(self) -> &'static str {
@@ -65,6 +68,7 @@ impl ObjectKind {
             ObjectKind::Slo => "slo",
             ObjectKind::SpotOperationsCost => "spot_operations_cost",
             ObjectKind::ValueMapping => "value_mapping",
+            ObjectKind::Budget => "budget",
         }
     }
 
@@ -97,6 +101,14 @@ impl ObjectKind {
             ObjectKind::SpotOperationsCost => {
                 &["cluster", "node", "per_month", "per_gpu_hour", "currency"]
             }
+            ObjectKind::Budget => &[
+                "team",
+                "namespace",
+                "cost_center",
+                "amount",
+                "currency",
+                "thresholds",
+            ],
         }
     }
 
@@ -249,6 +261,7 @@ pub fn validate(
         ObjectKind::Slo => validate_as::<SloSpec>(name, spec),
         ObjectKind::SpotOperationsCost => validate_as::<OperationsCostSpec>(name, spec),
         ObjectKind::ValueMapping => validate_as::<ValueMappingSpec>(name, spec),
+        ObjectKind::Budget => validate_as::<BudgetSpec>(name, spec),
     }
 }
 
@@ -908,6 +921,88 @@ impl Spec for ValueMappingSpec {
             ));
         }
         currency("currency", &self.currency)
+    }
+}
+
+/// Named by its document. Its `team` (when it watches a team) is what a team-scoped token sees.
+impl Spec for BudgetSpec {
+    const KIND: ObjectKind = ObjectKind::Budget;
+
+    fn from_spec(spec: &Value) -> Result<Self, ValidationError> {
+        let mut budget: BudgetSpec = deserialize(spec)?;
+        // The normal form lists thresholds in ascending order.
+        budget.thresholds.sort_by(f64::total_cmp);
+        Ok(budget)
+    }
+
+    fn natural_name(&self) -> Option<String> {
+        None
+    }
+
+    fn check(&self) -> Result<(), ValidationError> {
+        match self.targets().as_slice() {
+            [] => {
+                return Err(ValidationError::new(
+                    "team",
+                    "set exactly one of team, namespace, cost_center",
+                ));
+            }
+            [(_, _)] => {}
+            [(first, _), (second, _), ..] => {
+                return Err(ValidationError::new(
+                    *second,
+                    format!("set exactly one of team, namespace, cost_center ({first} is set)"),
+                ));
+            }
+        }
+        for (path, target) in [
+            ("team", &self.team),
+            ("namespace", &self.namespace),
+            ("cost_center", &self.cost_center),
+        ] {
+            if let Some(target) = target {
+                check_name(path, target)?;
+            }
+        }
+        if !(self.amount.is_finite() && self.amount > 0.0) {
+            return Err(ValidationError::new(
+                "amount",
+                format!("must be a number > 0 (got {})", self.amount),
+            ));
+        }
+        currency("currency", &self.currency)?;
+        if self.thresholds.is_empty() {
+            return Err(ValidationError::new(
+                "thresholds",
+                "must list at least one percentage (leave it out for [50, 80, 100])",
+            ));
+        }
+        for (i, threshold) in self.thresholds.iter().enumerate() {
+            if !(threshold.is_finite() && *threshold > 0.0 && *threshold <= 1000.0) {
+                return Err(ValidationError::new(
+                    format!("thresholds[{i}]"),
+                    format!("must be a percentage > 0 and ≤ 1000 (got {threshold})"),
+                ));
+            }
+            if i > 0 && self.thresholds[i - 1] == *threshold {
+                return Err(ValidationError::new(
+                    format!("thresholds[{i}]"),
+                    format!("{threshold} is listed twice"),
+                ));
+            }
+        }
+        if let Some(webhook) = &self.webhook {
+            let url = url::Url::parse(webhook).map_err(|error| {
+                ValidationError::new("webhook", format!("is not a URL ({error})"))
+            })?;
+            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                return Err(ValidationError::new(
+                    "webhook",
+                    format!("must be an http:// or https:// URL with a host (got '{webhook}')"),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
