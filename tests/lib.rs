@@ -4,6 +4,8 @@
 
 mod support;
 
+mod budgets;
+mod costs;
 mod demo;
 mod golden;
 mod ingest_dcgm;

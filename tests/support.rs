@@ -223,3 +223,31 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+impl Server {
+    /// `GET path` as `token`: the status and the body as JSON (null when there is none).
+    pub fn get(&self, token: &str, path: &str) -> (u16, Value) {
+        let response = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().unwrap_or(Value::Null))
+    }
+
+    /// `method path` with a JSON body as `token`: the status and the body as JSON.
+    pub fn send(&self, method: &str, token: &str, path: &str, body: &Value) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let response = self
+            .http
+            .request(method, self.url(path))
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().unwrap_or(Value::Null))
+    }
+}

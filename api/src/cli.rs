@@ -83,6 +83,10 @@ pub struct ServeArgs {
     /// SQL queries that run at once; more wait for a turn.
     #[arg(long, env = "GPULEDGER_QUERY_CONCURRENCY", default_value_t = 4)]
     pub query_concurrency: usize,
+
+    /// How often every budget is evaluated and new threshold crossings alerted, e.g. 5m or 30s.
+    #[arg(long, env = "GPULEDGER_BUDGET_INTERVAL", default_value = "5m")]
+    pub budget_interval: humantime::Duration,
 }
 
 #[derive(Debug, clap::Args)]

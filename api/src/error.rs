@@ -195,6 +195,12 @@ impl IntoResponse for ApiError {
 #[from_request(via(axum::Json), rejection(ApiError))]
 pub struct JsonBody<T>(pub T);
 
+/// Query parameters whose every rejection (a missing parameter, a wrong type) is a
+/// problem+json 400 naming the parameter.
+#[derive(Debug, axum::extract::FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct QueryParams<T>(pub T);
+
 impl From<axum::extract::rejection::JsonRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
         ApiError::BadRequest(rejection.body_text())

@@ -1,5 +1,5 @@
 //! The catalog: the manifest of Parquet files, the ingest batches that wrote them, the
-//! quarantine of rejected records, and the declared objects (`gpuledger apply`). SQLite by default, PostgreSQL for several replicas; one code
+//! quarantine of rejected records, the declared objects (`gpuledger apply`), API tokens and budget alerts. SQLite by default, PostgreSQL for several replicas; one code
 //! path over sqlx's `Any` driver, with a migration folder per dialect.
 //!
 //! A batch becomes visible in one transaction: its files, its rejections, and the retirement of
@@ -579,8 +579,10 @@ fn file_from_row(r: &sqlx::any::AnyRow) -> Result<FileEntry> {
     })
 }
 
+mod budget_alerts;
 mod tokens;
 
+pub use budget_alerts::BudgetAlert;
 pub use tokens::TokenRecord;
 
 #[cfg(test)]

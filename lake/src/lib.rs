@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use object_store::ObjectStore;
 
-pub use catalog::{Catalog, Rejection, TokenRecord};
+pub use catalog::{BudgetAlert, Catalog, Rejection, TokenRecord};
 pub use error::{LakeError, Result};
 pub use store::DataLocation;
 

@@ -6,6 +6,7 @@
 //! - `table_functions/`: `team_costs`, `idle_summary`, `unit_economics`, `unit_economics_daily` (each `(from, to)`);
 //! - `session.rs`: the one place that builds a `SessionContext` with everything registered;
 //! - `scope.rs`: what a team-scoped session sees; `user_query.rs`: users' SQL, read-only and bounded;
+//! - `spend.rs`: budget spend, `/v1/costs` aggregation and table functions over a window, for the API;
 //! - `ledger_build/`: keeps `gpu_hours`, `cost_entries`, `allocations` in the lake up to date.
 
 pub mod error;
@@ -13,6 +14,7 @@ pub mod lake_table;
 pub mod ledger_build;
 pub mod scope;
 pub mod session;
+pub mod spend;
 pub mod system_tables;
 pub mod table_functions;
 pub mod udf;

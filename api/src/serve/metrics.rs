@@ -30,6 +30,7 @@ pub struct Metrics {
     pub records_rejected: Family<SourceLabel, Counter>,
     pub query_seconds: Family<OutcomeLabel, Histogram>,
     pub report_runs: Family<OutcomeLabel, Counter>,
+    pub budget_alerts: Counter,
     registry: std::sync::Arc<Registry>,
 }
 
@@ -68,12 +69,19 @@ impl Metrics {
             "Scheduled report runs, by outcome",
             report_runs.clone(),
         );
+        let budget_alerts = Counter::default();
+        registry.register(
+            "budget_alerts",
+            "Budget threshold crossings recorded by this replica",
+            budget_alerts.clone(),
+        );
         Self {
             requests,
             rows_ingested,
             records_rejected,
             query_seconds,
             report_runs,
+            budget_alerts,
             registry: std::sync::Arc::new(registry),
         }
     }

@@ -3,12 +3,17 @@
 //! - `auth.rs`: bearer tokens and what each scope may do;
 //! - `sql.rs`: `POST /v1/sql`, read-only and limited, in JSON, CSV, Arrow IPC or Parquet;
 //! - `objects.rs`: the catalog objects of the ledger;
+//! - `budgets.rs`: budgets and their status; `alerts.rs`: the evaluator that records and sends alerts;
+//! - `costs.rs`: `/v1/costs` and the ledger's table functions over a window;
 //! - `metrics.rs`: the service's own Prometheus metrics.
 //!
 //! Every handler is annotated for the OpenAPI document served at `/openapi.json`; the reference
 //! page at `/docs` is Swagger UI, bundled in the binary.
 
+mod alerts;
 pub mod auth;
+mod budgets;
+mod costs;
 mod health;
 pub mod metrics;
 mod objects;
@@ -25,7 +30,7 @@ use axum::response::Response;
 use datafusion::prelude::SessionContext;
 use gpuledger_lake::Lake;
 use gpuledger_query::user_query::QueryLimits;
-use gpuledger_query::{SessionOptions, new_session_with};
+use gpuledger_query::{Scope, SessionOptions, new_session_with};
 use tokio::sync::Semaphore;
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
@@ -83,6 +88,17 @@ impl AppState {
             },
         )?)
     }
+
+    /// A session that sees every team, for the service's own work (the budget evaluator).
+    pub fn unscoped_session(&self) -> Result<SessionContext, ApiError> {
+        Ok(new_session_with(
+            &self.lake,
+            &SessionOptions {
+                scope: Scope::All,
+                memory_limit: Some(self.sql.memory_limit),
+            },
+        )?)
+    }
 }
 
 #[derive(OpenApi)]
@@ -119,6 +135,16 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(sql::query))
         .routes(routes!(objects::list, objects::create))
         .routes(routes!(objects::get, objects::replace, objects::delete))
+        .routes(routes!(budgets::list, budgets::create))
+        .routes(routes!(budgets::get, budgets::replace, budgets::delete))
+        .routes(routes!(budgets::budget_status_at))
+        .routes(routes!(budgets::alerts))
+        .routes(routes!(costs::costs))
+        .routes(routes!(costs::idle))
+        .routes(routes!(costs::unit_economics))
+        .routes(routes!(costs::training_economics))
+        .routes(routes!(costs::spot_savings))
+        .routes(routes!(costs::value_report))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
@@ -167,6 +193,7 @@ async fn count_requests(
 /// (ingest writes among them) finish.
 pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let state = AppState::new(lake, &args);
+    alerts::spawn(state.clone(), args.budget_interval.into());
     let shutting_down = Arc::clone(&state.shutting_down);
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
     let address: SocketAddr = listener.local_addr()?;

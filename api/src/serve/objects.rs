@@ -61,7 +61,7 @@ fn valid(kind: ObjectKind, name: Option<&str>, spec: &Value) -> Result<Object, A
     validate(kind, name, spec).map_err(|error| ApiError::Invalid(error.to_string()))
 }
 
-fn document(object: &Object) -> ObjectDocument {
+pub(super) fn document(object: &Object) -> ObjectDocument {
     ObjectDocument {
         kind: object.kind.name().into(),
         name: object.name.clone(),
@@ -69,7 +69,7 @@ fn document(object: &Object) -> ObjectDocument {
     }
 }
 
-async fn stored(
+pub(super) async fn stored(
     state: &AppState,
     principal: &Principal,
     kind: ObjectKind,
@@ -269,7 +269,7 @@ pub async fn delete(
 }
 
 /// A team-scoped token may only write objects of its own team.
-fn require_visible(principal: &Principal, object: &Object) -> Result<(), ApiError> {
+pub(super) fn require_visible(principal: &Principal, object: &Object) -> Result<(), ApiError> {
     if visible(principal, &object.spec) {
         Ok(())
     } else {

@@ -1,0 +1,439 @@
+//! `/v1/budgets`: monthly budgets per team, namespace or cost center (DESIGN §8), with their
+//! status from the ledger and the alerts recorded when they crossed a threshold. Budgets are the
+//! catalog objects of kind `budget` (the same store as `/v1/objects/budget`); a team-scoped token
+//! sees, and may change, only the budgets of its team, and their spend is read through its
+//! team-scoped session.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, SecondsFormat, Utc};
+use datafusion::prelude::SessionContext;
+use gpuledger_lake::BudgetAlert;
+use gpuledger_lake::catalog::PutOutcome;
+use gpuledger_ledger::budget::{BudgetSpec, BudgetState, Month, status};
+use gpuledger_ledger::objects::{Object, ObjectKind, validate};
+use gpuledger_query::spend::budget_spend;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use super::AppState;
+use super::auth::{Permission, Principal};
+use super::objects::{ObjectDocument, ObjectSpec, document, require_visible, stored};
+use crate::error::{ApiError, JsonBody, Problem, QueryParams};
+
+/// A budget's spec as `POST` and `PUT` take it and every answer gives it back (normal form:
+/// every field present, unset ones null, thresholds ascending).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BudgetSpecSchema {
+    /// Exactly one of `team`, `namespace`, `cost_center` says whose spend the budget watches.
+    #[schema(example = "nlp")]
+    pub team: Option<String>,
+    pub namespace: Option<String>,
+    pub cost_center: Option<String>,
+    /// Per calendar month (UTC), > 0.
+    #[schema(example = 5000)]
+    pub amount: f64,
+    /// ISO 4217; default USD.
+    #[schema(example = "USD")]
+    pub currency: Option<String>,
+    /// Percent of the amount; default [50, 80, 100].
+    pub thresholds: Option<Vec<f64>>,
+    /// http(s) URL POSTed once per threshold crossing.
+    pub webhook: Option<String>,
+}
+
+/// A new budget.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewBudget {
+    #[schema(example = "nlp-monthly")]
+    pub name: String,
+    #[schema(value_type = BudgetSpecSchema)]
+    pub spec: Value,
+}
+
+/// A budget's status at one moment of a month.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BudgetStatusView {
+    /// The budget's name.
+    pub budget: String,
+    /// `YYYY-MM`, UTC.
+    pub month: String,
+    pub amount: f64,
+    pub currency: String,
+    /// Spend in the month up to the moment asked about.
+    pub spend_to_date: f64,
+    /// The spend run on at the same rate to the month's end.
+    pub forecast: f64,
+    pub percent_used: f64,
+    /// `ok`, `warn` (a threshold below 100 crossed, or the forecast past the amount) or `over`.
+    #[schema(value_type = String, example = "warn")]
+    pub state: BudgetState,
+    /// The thresholds the spend has reached, ascending.
+    pub thresholds_crossed: Vec<f64>,
+}
+
+/// A budget, its spec and its status now.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BudgetView {
+    pub name: String,
+    #[schema(value_type = BudgetSpecSchema)]
+    pub spec: Value,
+    pub status: BudgetStatusView,
+}
+
+/// An alert: a threshold crossed in a month, recorded once.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AlertView {
+    pub budget: String,
+    pub month: String,
+    pub threshold: f64,
+    pub spend_to_date: f64,
+    pub amount: f64,
+    pub currency: String,
+    pub percent_used: f64,
+    /// When the crossing was recorded, RFC 3339.
+    pub recorded_at: String,
+    /// `none` (no webhook), `pending`, `delivered` or `failed`.
+    pub delivery: String,
+    /// Webhook calls made.
+    pub attempts: i64,
+    pub delivered_at: Option<String>,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AtParams {
+    /// The moment to ask about, RFC 3339 (default now): its month is the budget's month.
+    #[param(example = "2026-11-03T00:00:00Z")]
+    pub at: Option<String>,
+}
+
+pub(super) fn rfc3339(micros: i64) -> String {
+    DateTime::<Utc>::from_timestamp_micros(micros)
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::AutoSi, true))
+        .unwrap_or_default()
+}
+
+/// Money and percentages to a millionth, the ledger's own precision.
+fn rounded(value: f64) -> f64 {
+    (value * 1e6).round() / 1e6
+}
+
+fn typed(object: &Object) -> Result<BudgetSpec, ApiError> {
+    object
+        .spec_as::<BudgetSpec>()
+        .map_err(|error| ApiError::Internal(format!("stored budget {}: {error}", object.name)))
+}
+
+/// The status of budget `object` at `at`, its spend read through `ctx`.
+pub(super) async fn budget_status(
+    ctx: &SessionContext,
+    object: &Object,
+    at: DateTime<Utc>,
+) -> Result<BudgetStatusView, ApiError> {
+    let spec = typed(object)?;
+    let target = spec.target().ok_or_else(|| {
+        ApiError::Internal(format!(
+            "stored budget {} has no single target",
+            object.name
+        ))
+    })?;
+    let month = Month::of(at);
+    let at = at.timestamp_micros();
+    let spend = budget_spend(ctx, &target, month.start, at).await?;
+    let figures = status(spec.amount, &spec.thresholds, &month, at, spend);
+    Ok(BudgetStatusView {
+        budget: object.name.clone(),
+        month: month.label,
+        amount: spec.amount,
+        currency: spec.currency,
+        spend_to_date: rounded(figures.spend_to_date),
+        forecast: rounded(figures.forecast),
+        percent_used: rounded(figures.percent_used),
+        state: figures.state,
+        thresholds_crossed: figures.thresholds_crossed,
+    })
+}
+
+fn not_found(name: &str) -> ApiError {
+    ApiError::NotFound(format!("no budget named '{name}'"))
+}
+
+async fn visible_budget(
+    state: &AppState,
+    principal: &Principal,
+    name: &str,
+) -> Result<Object, ApiError> {
+    stored(state, principal, ObjectKind::Budget)
+        .await?
+        .into_iter()
+        .find(|o| o.name == name)
+        .ok_or_else(|| not_found(name))
+}
+
+/// Validation errors name the field and answer 400.
+fn valid(name: &str, spec: &Value) -> Result<Object, ApiError> {
+    validate(ObjectKind::Budget, Some(name), spec)
+        .map_err(|error| ApiError::BadRequest(error.to_string()))
+}
+
+fn parse_at(at: Option<&str>) -> Result<DateTime<Utc>, ApiError> {
+    match at {
+        None => Ok(Utc::now()),
+        Some(text) => DateTime::parse_from_rfc3339(text)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|error| {
+                ApiError::BadRequest(format!(
+                    "at: '{text}' is not an RFC 3339 time such as 2026-11-03T00:00:00Z ({error})"
+                ))
+            }),
+    }
+}
+
+/// List the budgets, each with its status now.
+#[utoipa::path(
+    get,
+    path = "/v1/budgets",
+    tag = "budgets",
+    responses(
+        (status = 200, body = Vec<BudgetView>),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    principal: Principal,
+) -> Result<Json<Vec<BudgetView>>, ApiError> {
+    principal.require(Permission::Read, "reading budgets")?;
+    let ctx = state.session(&principal)?;
+    let now = Utc::now();
+    let mut views = Vec::new();
+    for object in stored(&state, &principal, ObjectKind::Budget).await? {
+        let status = budget_status(&ctx, &object, now).await?;
+        views.push(BudgetView {
+            name: object.name,
+            spec: object.spec,
+            status,
+        });
+    }
+    Ok(Json(views))
+}
+
+/// Create a budget; 409 when one of that name exists.
+#[utoipa::path(
+    post,
+    path = "/v1/budgets",
+    tag = "budgets",
+    request_body = NewBudget,
+    responses(
+        (status = 201, body = ObjectDocument),
+        (status = 400, description = "Not the JSON this takes, or an invalid spec: the detail names the field", body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn create(
+    State(state): State<AppState>,
+    principal: Principal,
+    JsonBody(new): JsonBody<NewBudget>,
+) -> Result<(StatusCode, Json<ObjectDocument>), ApiError> {
+    principal.require(Permission::Admin, "changing budgets")?;
+    let object = valid(&new.name, &new.spec)?;
+    require_visible(&principal, &object)?;
+    let catalog = state.lake.catalog();
+    if catalog
+        .objects(ObjectKind::Budget.name())
+        .await?
+        .iter()
+        .any(|o| o.name == object.name)
+    {
+        return Err(ApiError::Conflict(format!(
+            "a budget named '{}' exists: PUT replaces it",
+            object.name
+        )));
+    }
+    catalog
+        .put_object(ObjectKind::Budget.name(), &object.name, &object.spec)
+        .await?;
+    Ok((StatusCode::CREATED, Json(document(&object))))
+}
+
+/// Read a budget and its status now.
+#[utoipa::path(
+    get,
+    path = "/v1/budgets/{name}",
+    tag = "budgets",
+    params(("name" = String, Path, example = "nlp-monthly")),
+    responses(
+        (status = 200, body = BudgetView),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+) -> Result<Json<BudgetView>, ApiError> {
+    principal.require(Permission::Read, "reading budgets")?;
+    let object = visible_budget(&state, &principal, &name).await?;
+    let ctx = state.session(&principal)?;
+    let status = budget_status(&ctx, &object, Utc::now()).await?;
+    Ok(Json(BudgetView {
+        name: object.name,
+        spec: object.spec,
+        status,
+    }))
+}
+
+/// Create or replace a budget.
+#[utoipa::path(
+    put,
+    path = "/v1/budgets/{name}",
+    tag = "budgets",
+    params(("name" = String, Path, example = "nlp-monthly")),
+    request_body = ObjectSpec,
+    responses(
+        (status = 200, description = "Replaced (or unchanged)", body = ObjectDocument),
+        (status = 201, description = "Created", body = ObjectDocument),
+        (status = 400, description = "Not the JSON this takes, or an invalid spec: the detail names the field", body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "A budget of that name belongs to another team", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn replace(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    JsonBody(body): JsonBody<ObjectSpec>,
+) -> Result<(StatusCode, Json<ObjectDocument>), ApiError> {
+    principal.require(Permission::Admin, "changing budgets")?;
+    let object = valid(&name, &body.spec)?;
+    require_visible(&principal, &object)?;
+    // A team's token may not take over another team's budget by its name.
+    let catalog = state.lake.catalog();
+    let exists = catalog
+        .objects(ObjectKind::Budget.name())
+        .await?
+        .iter()
+        .any(|o| o.name == name);
+    if exists && visible_budget(&state, &principal, &name).await.is_err() {
+        return Err(not_found(&name));
+    }
+    let outcome = catalog
+        .put_object(ObjectKind::Budget.name(), &object.name, &object.spec)
+        .await?;
+    let status = match outcome {
+        PutOutcome::Created => StatusCode::CREATED,
+        _ => StatusCode::OK,
+    };
+    Ok((status, Json(document(&object))))
+}
+
+/// Delete a budget (its recorded alerts stay).
+#[utoipa::path(
+    delete,
+    path = "/v1/budgets/{name}",
+    tag = "budgets",
+    params(("name" = String, Path, example = "nlp-monthly")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn delete(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    principal.require(Permission::Admin, "changing budgets")?;
+    visible_budget(&state, &principal, &name).await?;
+    if !state
+        .lake
+        .catalog()
+        .delete_object(ObjectKind::Budget.name(), &name)
+        .await?
+    {
+        return Err(not_found(&name));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A budget's status: spend to date in the month of `at` (default now), the forecast to month
+/// end from the run rate, percent used, state and thresholds crossed.
+#[utoipa::path(
+    get,
+    path = "/v1/budgets/{name}/status",
+    tag = "budgets",
+    params(("name" = String, Path, example = "nlp-monthly"), AtParams),
+    responses(
+        (status = 200, body = BudgetStatusView),
+        (status = 400, description = "`at` is not an RFC 3339 time", body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn budget_status_at(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    QueryParams(params): QueryParams<AtParams>,
+) -> Result<Json<BudgetStatusView>, ApiError> {
+    principal.require(Permission::Read, "reading budgets")?;
+    let at = parse_at(params.at.as_deref())?;
+    let object = visible_budget(&state, &principal, &name).await?;
+    let ctx = state.session(&principal)?;
+    Ok(Json(budget_status(&ctx, &object, at).await?))
+}
+
+/// The alerts recorded for a budget: one per threshold and month it crossed, latest month first.
+#[utoipa::path(
+    get,
+    path = "/v1/budgets/{name}/alerts",
+    tag = "budgets",
+    params(("name" = String, Path, example = "nlp-monthly")),
+    responses(
+        (status = 200, body = Vec<AlertView>),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn alerts(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+) -> Result<Json<Vec<AlertView>>, ApiError> {
+    principal.require(Permission::Read, "reading budgets")?;
+    visible_budget(&state, &principal, &name).await?;
+    let alerts = state.lake.catalog().budget_alerts(&name).await?;
+    Ok(Json(alerts.into_iter().map(alert_view).collect()))
+}
+
+fn alert_view(alert: BudgetAlert) -> AlertView {
+    AlertView {
+        budget: alert.budget,
+        month: alert.month,
+        threshold: alert.threshold,
+        spend_to_date: alert.spend,
+        amount: alert.amount,
+        currency: alert.currency,
+        percent_used: alert.percent_used,
+        recorded_at: rfc3339(alert.recorded_at),
+        delivery: alert.delivery,
+        attempts: alert.attempts,
+        delivered_at: alert.delivered_at.map(rfc3339),
+        last_error: alert.last_error,
+    }
+}
