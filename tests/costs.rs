@@ -2,13 +2,14 @@
 //! and dimension, the table functions over a window, their validation, and team scoping.
 //!
 //! The GPU-hour ledger of 2026-11-02, worked out from the example: n1's H100 GPUs cost
-//! 96 × 0.8 / 2 / 24 = 1.60 per GPU-hour; n2's L4 is 1.20 per allocated hour (rate card).
+//! 96 × 0.8 / 2 / 24 = 1.60 per GPU-hour; n2's L4 is 1.20 per GPU-hour (rate card) for the two
+//! hours its telemetry saw it (00:00–02:00).
 //! - nlp (ml/serve, model llama-3-8b): 12 GPU-h × 1.60 = 19.20;
 //! - vision (ml/train): 6 GPU-h × 1.60 = 9.60;
-//! - unattributed (ml/promo on the L4): 1 GPU-h × 1.20 = 1.20;
-//! - unallocated H100 time: 48 − 18 = 30 GPU-h × 1.60 = 48.00, of which fault 4 GPU-h (node
-//!   down 20:00–22:00, 2 GPUs) = 6.40, reserved (warm pool 12:00–18:00, 1 GPU) 9.60, unexplained
-//!   20 GPU-h = 32.00.
+//! - unattributed (ml/promo on the L4, 00:00–01:00): 1 GPU-h × 1.20 = 1.20;
+//! - unallocated: H100 48 − 18 = 30 GPU-h × 1.60 = 48.00, and the L4's second hour 1.20: 31 GPU-h,
+//!   49.20, of which fault 4 GPU-h (n1 down 20:00–22:00, 2 GPUs) = 6.40, reserved (warm pool
+//!   12:00–18:00, 1 GPU) 9.60, unexplained 20 × 1.60 + 1.20 = 33.20.
 
 use serde_json::Value;
 
@@ -66,11 +67,11 @@ fn costs_by_window_and_dimension() {
         assert_group(&groups["vision"], 9.6, 6.0, 6.0);
         assert_group(&groups["unattributed"], 1.2, 1.0, 1.0);
         let unallocated = &groups["__unallocated__"];
-        assert_group(unallocated, 48.0, 0.0, 30.0);
+        assert_group(unallocated, 49.2, 0.0, 31.0);
         assert_eq!(unallocated["properties"], serde_json::json!({"team": null}));
         assert!(close(&unallocated["cost_fault"], 6.4));
         assert!(close(&unallocated["cost_reserved"], 9.6));
-        assert!(close(&unallocated["cost_unexplained"], 32.0));
+        assert!(close(&unallocated["cost_unexplained"], 33.2));
 
         // A month step clipped to the window; two dimensions name a group by both values.
         let (status, body) = server.get(
@@ -88,9 +89,9 @@ fn costs_by_window_and_dimension() {
         );
         assert_group(
             &window["groups"]["__unallocated__/__unallocated__"],
-            48.0,
+            49.2,
             0.0,
-            30.0,
+            31.0,
         );
 
         // The model label comes from the workload's allocations; filters narrow first.
@@ -198,7 +199,7 @@ fn table_functions_over_a_window() {
                 .map(|r| r["cost"].as_f64().unwrap())
                 .sum()
         };
-        assert!((cost_of("unexplained") - 32.0).abs() < 1e-6, "{rows}");
+        assert!((cost_of("unexplained") - 33.2).abs() < 1e-6, "{rows}");
         assert!((cost_of("fault") - 6.4).abs() < 1e-6, "{rows}");
 
         // Team rows: each team token sees its own only (vision trains, nlp serves).

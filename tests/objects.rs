@@ -117,6 +117,7 @@ fn get_prints_documents_that_apply_takes_back() {
             "slo",
             "spot_operations_cost",
             "value_mapping",
+            "budget",
         ];
         for kind in kinds {
             for format in ["json", "yaml"] {

@@ -301,3 +301,57 @@ async fn declared_objects_are_created_updated_listed_and_deleted() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_budget_alert_is_recorded_once_and_its_delivery_kept() {
+    each_catalog(async |catalog| {
+        let alert = BudgetAlert {
+            budget: "nlp-cap".into(),
+            month: "2026-11".into(),
+            threshold: 80.0,
+            spend: 12.0,
+            amount: 14.0,
+            currency: "USD".into(),
+            percent_used: 85.714286,
+            recorded_at: 1,
+            webhook: Some("http://127.0.0.1:9/hook".into()),
+            delivery: "pending".into(),
+            attempts: 0,
+            delivered_at: None,
+            last_error: None,
+        };
+        assert!(catalog.record_budget_alert(&alert).await.unwrap());
+        // Another round, or another replica, finds it recorded.
+        let again = BudgetAlert {
+            recorded_at: 2,
+            spend: 13.0,
+            ..alert.clone()
+        };
+        assert!(!catalog.record_budget_alert(&again).await.unwrap());
+        // The next threshold, or the next month, is another alert.
+        let next = BudgetAlert {
+            month: "2026-12".into(),
+            ..alert.clone()
+        };
+        assert!(catalog.record_budget_alert(&next).await.unwrap());
+        catalog
+            .set_budget_alert_delivery(&alert, "delivered", 2, Some(5), Some("first try: 503"))
+            .await
+            .unwrap();
+        let alerts = catalog.budget_alerts("nlp-cap").await.unwrap();
+        assert_eq!(alerts.len(), 2);
+        assert_eq!(alerts[0], next, "latest month first");
+        assert_eq!(
+            alerts[1],
+            BudgetAlert {
+                delivery: "delivered".into(),
+                attempts: 2,
+                delivered_at: Some(5),
+                last_error: Some("first try: 503".into()),
+                ..alert
+            }
+        );
+        assert!(catalog.budget_alerts("other").await.unwrap().is_empty());
+    })
+    .await;
+}

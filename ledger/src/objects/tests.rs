@@ -335,7 +335,7 @@ fn missing_and_unknown_fields_are_named() {
     assert_eq!(error_of(json!({"kind": "node"})), "spec: is required");
     assert_eq!(
         error_of(json!({"kind": "nodes", "spec": {}})),
-        "kind: unknown kind 'nodes'; known kinds: node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy, slo, spot_operations_cost, value_mapping"
+        "kind: unknown kind 'nodes'; known kinds: node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy, slo, spot_operations_cost, value_mapping, budget"
     );
     assert_eq!(
         error_of(json!("node")),
