@@ -331,7 +331,7 @@ async fn function_rows(
     }
     let (from, to) = window(&params.from, &params.to)?;
     if let Some(days) = function.max_days
-        && to - from > days * MICROS_PER_DAY
+        && to.saturating_sub(from) > days * MICROS_PER_DAY
     {
         return Err(ApiError::BadRequest(format!(
             "to: the window may span at most {days} days (it is evaluated day by day)"
