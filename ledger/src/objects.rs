@@ -41,10 +41,11 @@ pub enum ObjectKind {
     SpotOperationsCost,
     ValueMapping,
     Budget,
+    ScrapeTarget,
 }
 
 impl ObjectKind {
-    pub const ALL: [ObjectKind; 10] = [
+    pub const ALL: [ObjectKind; 11] = [
         ObjectKind::Node,
         ObjectKind::Reservation,
         ObjectKind::SharedCostRule,
@@ -55,6 +56,7 @@ impl ObjectKind {
         ObjectKind::SpotOperationsCost,
         ObjectKind::ValueMapping,
         ObjectKind::Budget,
+        ObjectKind::ScrapeTarget,
     ];
 
     pub fn name(self) -> &'static str {
@@ -69,6 +71,7 @@ impl ObjectKind {
             ObjectKind::SpotOperationsCost => "spot_operations_cost",
             ObjectKind::ValueMapping => "value_mapping",
             ObjectKind::Budget => "budget",
+            ObjectKind::ScrapeTarget => "scrape_target",
         }
     }
 
@@ -109,6 +112,7 @@ impl ObjectKind {
                 "currency",
                 "thresholds",
             ],
+            ObjectKind::ScrapeTarget => &["url", "interval", "cluster", "labels"],
         }
     }
 
@@ -262,6 +266,7 @@ pub fn validate(
         ObjectKind::SpotOperationsCost => validate_as::<OperationsCostSpec>(name, spec),
         ObjectKind::ValueMapping => validate_as::<ValueMappingSpec>(name, spec),
         ObjectKind::Budget => validate_as::<BudgetSpec>(name, spec),
+        ObjectKind::ScrapeTarget => validate_as::<ScrapeTargetSpec>(name, spec),
     }
 }
 
@@ -1001,6 +1006,97 @@ impl Spec for BudgetSpec {
                     format!("must be an http:// or https:// URL with a host (got '{webhook}')"),
                 ));
             }
+        }
+        Ok(())
+    }
+}
+
+/// A dcgm-exporter `/metrics` URL that `gpuledger serve` scrapes on an interval, landing each
+/// scrape like `gpuledger ingest dcgm` with the scrape time as its timestamp.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScrapeTargetSpec {
+    pub url: String,
+    /// How often, e.g. `15s` or `1m`.
+    #[serde(default = "default_scrape_interval")]
+    pub interval: String,
+    pub cluster: String,
+    /// Labels added to every series that lacks them, like Prometheus target labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+fn default_scrape_interval() -> String {
+    "30s".into()
+}
+
+impl ScrapeTargetSpec {
+    /// The interval as a duration (checked on validation).
+    pub fn period(&self) -> Result<std::time::Duration, ValidationError> {
+        let invalid = || {
+            ValidationError::new(
+                "interval",
+                format!(
+                    "must be a number and a unit s, m or h, at least 1s (got '{}')",
+                    self.interval
+                ),
+            )
+        };
+        let text = self.interval.trim();
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(invalid)?;
+        let count: u64 = text[..split].parse().map_err(|_| invalid())?;
+        let unit = match &text[split..] {
+            "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            _ => return Err(invalid()),
+        };
+        match count.checked_mul(unit) {
+            Some(seconds) if seconds >= 1 => Ok(std::time::Duration::from_secs(seconds)),
+            _ => Err(invalid()),
+        }
+    }
+}
+
+impl Spec for ScrapeTargetSpec {
+    const KIND: ObjectKind = ObjectKind::ScrapeTarget;
+
+    fn from_spec(spec: &Value) -> Result<Self, ValidationError> {
+        deserialize(spec)
+    }
+
+    fn natural_name(&self) -> Option<String> {
+        None
+    }
+
+    fn check(&self) -> Result<(), ValidationError> {
+        let scheme_ok = ["http://", "https://"]
+            .iter()
+            .any(|scheme| self.url.starts_with(scheme) && self.url.len() > scheme.len());
+        if !scheme_ok || self.url.chars().any(char::is_whitespace) {
+            return Err(ValidationError::new(
+                "url",
+                format!(
+                    "must be an http:// or https:// URL such as http://node-1:9400/metrics (got '{}')",
+                    self.url
+                ),
+            ));
+        }
+        self.period()?;
+        check_name("cluster", &self.cluster)?;
+        for (name, value) in &self.labels {
+            let valid_name = name
+                .chars()
+                .enumerate()
+                .all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
+            if name.is_empty() || !valid_name || name.starts_with("__") {
+                return Err(ValidationError::new(
+                    format!("labels.{name}"),
+                    "is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)",
+                ));
+            }
+            not_empty(&format!("labels.{name}"), value)?;
         }
         Ok(())
     }

@@ -335,7 +335,7 @@ fn missing_and_unknown_fields_are_named() {
     assert_eq!(error_of(json!({"kind": "node"})), "spec: is required");
     assert_eq!(
         error_of(json!({"kind": "nodes", "spec": {}})),
-        "kind: unknown kind 'nodes'; known kinds: node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy, slo, spot_operations_cost, value_mapping, budget"
+        "kind: unknown kind 'nodes'; known kinds: node, reservation, shared_cost_rule, rate_card, manual_cost, label_policy, slo, spot_operations_cost, value_mapping, budget, scrape_target"
     );
     assert_eq!(
         error_of(json!("node")),
@@ -494,4 +494,46 @@ fn kinds_have_unique_names_that_parse_back() {
     }
     let names: BTreeSet<&str> = ObjectKind::ALL.iter().map(|k| k.name()).collect();
     assert_eq!(names.len(), ObjectKind::ALL.len());
+}
+
+#[test]
+fn a_scrape_target_is_named_by_its_document_and_its_errors_name_the_field() {
+    let target = |spec: Value| json!({"kind": "scrape_target", "name": "node-1", "spec": spec});
+    let object = parsed(target(
+        json!({"url": "http://node-1:9400/metrics", "cluster": "prod"}),
+    ));
+    assert_eq!(object.name, "node-1");
+    // The default interval is written into the normal form.
+    assert_eq!(
+        object.spec,
+        json!({"url": "http://node-1:9400/metrics", "interval": "30s", "cluster": "prod", "labels": {}})
+    );
+    let spec: ScrapeTargetSpec = serde_json::from_value(object.spec).unwrap();
+    assert_eq!(spec.period().unwrap(), std::time::Duration::from_secs(30));
+
+    let cases = [
+        (
+            json!({"url": "node-1:9400", "cluster": "prod"}),
+            "spec.url: must be an http:// or https:// URL such as http://node-1:9400/metrics (got 'node-1:9400')",
+        ),
+        (
+            json!({"url": "http://n/metrics", "interval": "0s", "cluster": "prod"}),
+            "spec.interval: must be a number and a unit s, m or h, at least 1s (got '0s')",
+        ),
+        (
+            json!({"url": "http://n/metrics", "interval": "15 sec", "cluster": "prod"}),
+            "spec.interval: must be a number and a unit s, m or h, at least 1s (got '15 sec')",
+        ),
+        (
+            json!({"url": "http://n/metrics"}),
+            "spec.cluster: is required",
+        ),
+        (
+            json!({"url": "http://n/metrics", "cluster": "prod", "labels": {"rack-id": "r1"}}),
+            "spec.labels.rack-id: is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)",
+        ),
+    ];
+    for (spec, expected) in cases {
+        assert_eq!(error_of(target(spec)), expected);
+    }
 }
