@@ -59,6 +59,69 @@ pub fn parse(
     parser.finish(sink)
 }
 
+/// Samples that arrive already split into metric name, labels, value and time (Prometheus
+/// remote-write) land through the same series mapping and wide rows as text lines. Feed them in
+/// time order: the rows of a timestamp are complete once the time moves on.
+pub struct SampleFeed<'c> {
+    parser: Parser<'c>,
+}
+
+impl<'c> SampleFeed<'c> {
+    pub fn new(ctx: &'c ParseContext) -> Self {
+        Self {
+            parser: Parser::new(ctx),
+        }
+    }
+
+    /// One sample at `ts` (µs). `record` numbers it in the quarantine (such input has no lines);
+    /// a `__name__` among `labels` is ignored.
+    pub fn push(
+        &mut self,
+        record: u64,
+        metric: &str,
+        labels: &[(String, String)],
+        value: f64,
+        ts: i64,
+        sink: &mut dyn Sink,
+    ) -> Result<(), IngestError> {
+        let parser = &mut self.parser;
+        parser.line_number = record;
+        let scanned = ScannedLabels {
+            pairs: labels.to_vec(),
+            abbreviated: false,
+        };
+        let landed = match parser.series.resolve(scanned, b"") {
+            Ok(series) => {
+                let metric = parser.metrics.resolve(metric.as_bytes());
+                parser.land(
+                    &Sample {
+                        metric,
+                        series,
+                        value,
+                        ts,
+                    },
+                    sink,
+                )?
+            }
+            Err(error) => Err(error),
+        };
+        if let Err(error) = landed {
+            let labels: Vec<String> = labels
+                .iter()
+                .filter(|(name, _)| name != "__name__")
+                .map(|(name, value)| format!("{name}={value:?}"))
+                .collect();
+            let text = format!("{metric}{{{}}} {value} {}", labels.join(","), ts / 1000);
+            parser.reject(error, text.as_bytes(), sink)?;
+        }
+        Ok(())
+    }
+
+    pub fn finish(self, sink: &mut dyn Sink) -> Result<DcgmStats, IngestError> {
+        self.parser.finish(sink)
+    }
+}
+
 /// Calls `handle` with each line (without its `\n`) until the input ends or `handle` breaks.
 /// Lines are handed out of the reader's own buffer: only a line split across two reads is copied.
 fn for_each_line(
@@ -330,17 +393,20 @@ struct SeriesTable {
     by_labels: foldhash::HashMap<Vec<(String, String)>, usize>,
     list: Vec<Series>,
     default_cluster: String,
+    /// Labels every series gets unless it has them (`ParseContext::labels`).
+    target_labels: Vec<(String, String)>,
     /// The series of the latest sample line.
     previous: Option<usize>,
 }
 
 impl SeriesTable {
-    fn new(default_cluster: String) -> Self {
+    fn new(default_cluster: String, target_labels: Vec<(String, String)>) -> Self {
         Self {
             by_text: Default::default(),
             by_labels: Default::default(),
             list: Vec::new(),
             default_cluster,
+            target_labels,
             previous: None,
         }
     }
@@ -414,6 +480,16 @@ impl SeriesTable {
         }
         // Prometheus semantics: a label with an empty value is no label.
         labels.retain(|(name, value)| !value.is_empty() && name != "__name__");
+        let missing: Vec<_> = self
+            .target_labels
+            .iter()
+            .filter(|(name, _)| labels.binary_search_by(|(n, _)| n.cmp(name)).is_err())
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            labels.extend(missing);
+            labels.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        }
         if scanned.abbreviated {
             return self.expand_abbreviation(&labels);
         }
@@ -901,7 +977,7 @@ impl<'c> Parser<'c> {
             seen_sample_line: false,
             last_ts: None,
             metrics: MetricTable::default(),
-            series: SeriesTable::new(cluster),
+            series: SeriesTable::new(cluster, ctx.labels.clone()),
             wide: WideRows::new(),
             extra: ExtraRows::default(),
         }
@@ -933,34 +1009,50 @@ impl<'c> Parser<'c> {
                 "metric",
                 "line is not 'metric_name{labels} value [timestamp]'",
             );
-            return self.reject(error, text, sink);
+            return self
+                .reject(error, text, sink)
+                .map(|()| ControlFlow::Continue(()));
         };
         self.seen_sample_line = true;
-        let sample = match self.parse_sample(text, metric, name_len) {
-            Ok(sample) => sample,
-            Err(error) => return self.reject(error, text, sink),
+        let landed = match self.parse_sample(text, metric, name_len) {
+            Ok(sample) => self.land(&sample, sink)?,
+            Err(error) => Err(error),
         };
+        match landed {
+            Ok(()) => Ok(ControlFlow::Continue(())),
+            Err(error) => self
+                .reject(error, text, sink)
+                .map(|()| ControlFlow::Continue(())),
+        }
+    }
+
+    /// Lands one sample, however it was read: completes the rows held when the time moves on,
+    /// drops blanks, and refuses a second value for the same cell (the caller rejects it).
+    fn land(
+        &mut self,
+        sample: &Sample,
+        sink: &mut dyn Sink,
+    ) -> Result<Result<(), LineError>, IngestError> {
         if self.last_ts != Some(sample.ts) {
             self.emit_complete_rows(sink)?;
             self.last_ts = Some(sample.ts);
         }
         if is_blank(sample.value) {
             self.stats.sentinels_dropped += 1;
-            return Ok(ControlFlow::Continue(()));
+            return Ok(Ok(()));
         }
-        if self.record(&sample).is_err() {
+        if self.record(sample).is_err() {
             let metric = &self.metrics.names[sample.metric.id];
-            let error = LineError::new(
+            return Ok(Err(LineError::new(
                 metric,
                 "duplicate sample: the series already has a value of this metric at this timestamp",
-            );
-            return self.reject(error, text, sink);
+            )));
         }
         self.stats.samples += 1;
         if self.extra.ts.len() >= self.batch_rows {
             self.emit_extra(sink)?;
         }
-        Ok(ControlFlow::Continue(()))
+        Ok(Ok(()))
     }
 
     fn parse_sample(
@@ -1050,7 +1142,7 @@ impl<'c> Parser<'c> {
         error: LineError,
         text: &[u8],
         sink: &mut dyn Sink,
-    ) -> Result<ControlFlow<()>, IngestError> {
+    ) -> Result<(), IngestError> {
         self.stats.rejected += 1;
         let raw = String::from_utf8_lossy(text);
         sink.reject(Rejection::new(
@@ -1058,8 +1150,7 @@ impl<'c> Parser<'c> {
             error.field,
             error.reason,
             &raw,
-        ))?;
-        Ok(ControlFlow::Continue(()))
+        ))
     }
 
     fn not_prometheus_text(&self, text: &[u8]) -> IngestError {

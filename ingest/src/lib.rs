@@ -6,6 +6,7 @@
 //! - `dcgm.rs`: dcgm-exporter Prometheus text → `gpu_samples` (+ `gpu_samples_extra`);
 //! - `focus.rs`: FOCUS 1.0–1.3 CSV/Parquet → `billing_lines`;
 //! - `tokens.rs`: canonical JSON lines, LiteLLM spend logs, OpenTelemetry GenAI → `token_usage`;
+//! - `remote_write.rs`: Prometheus remote-write bodies → the dcgm mapping, series by series;
 //! - `events.rs`: canonical JSON lines, Kubernetes pods, Kueue, Slurm sacct → `scheduler_events`;
 //! - `pipeline.rs`: input decoding (gzip, stdin), idempotency, the writer task, the quarantine.
 
@@ -15,6 +16,7 @@ pub mod events;
 pub mod focus;
 pub mod pipeline;
 pub mod record;
+pub mod remote_write;
 #[doc(hidden)]
 pub mod testdata;
 pub mod tokens;

@@ -31,18 +31,28 @@ use tokio::sync::mpsc;
 
 use crate::error::IngestError;
 use crate::record::{ParseContext, Sink};
-use crate::{dcgm, events, focus, tokens};
+use crate::{dcgm, events, focus, remote_write, tokens};
 
-/// The four kinds of input.
+/// The kinds of input: the four file formats, and Prometheus remote-write (HTTP only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     Dcgm,
     Focus,
     Tokens,
     Events,
+    /// A snappy-compressed protobuf `WriteRequest`; lands like dcgm.
+    RemoteWrite,
+}
+
+/// What a parser read.
+struct Parsed {
+    records: u64,
+    /// Series the source leaves out by design (remote-write: those that are not DCGM's).
+    ignored_series: u64,
 }
 
 impl Source {
+    /// The file formats `gpuledger ingest` and `POST /v1/ingest/{source}` take.
     pub const ALL: [Source; 4] = [Source::Dcgm, Source::Focus, Source::Tokens, Source::Events];
 
     pub fn name(self) -> &'static str {
@@ -51,24 +61,36 @@ impl Source {
             Source::Focus => "focus",
             Source::Tokens => "tokens",
             Source::Events => "events",
+            Source::RemoteWrite => "remote_write",
         }
     }
 
-    /// Runs this source's parser; returns the number of records it read (for dcgm: sample lines).
+    /// Runs this source's parser; records are what it read (for dcgm: sample lines).
     fn parse(
         self,
         input: &mut dyn BufRead,
         ctx: &ParseContext,
         sink: &mut dyn Sink,
-    ) -> Result<u64, IngestError> {
+    ) -> Result<Parsed, IngestError> {
+        let records = |records| Parsed {
+            records,
+            ignored_series: 0,
+        };
         Ok(match self {
             Source::Dcgm => {
                 let stats = dcgm::parse(input, ctx, sink)?;
-                stats.samples + stats.sentinels_dropped + stats.rejected
+                records(stats.samples + stats.sentinels_dropped + stats.rejected)
             }
-            Source::Focus => focus::parse(input, ctx, sink)?.records_read,
-            Source::Tokens => tokens::parse(input, ctx, sink)?.records,
-            Source::Events => events::parse(input, ctx, sink)?.records,
+            Source::Focus => records(focus::parse(input, ctx, sink)?.records_read),
+            Source::Tokens => records(tokens::parse(input, ctx, sink)?.records),
+            Source::Events => records(events::parse(input, ctx, sink)?.records),
+            Source::RemoteWrite => {
+                let stats = remote_write::parse(input, ctx, sink)?;
+                Parsed {
+                    records: stats.samples,
+                    ignored_series: stats.ignored_series,
+                }
+            }
         })
     }
 }
@@ -194,6 +216,8 @@ pub struct IngestReport {
     pub rows: Vec<(Table, u64)>,
     /// Gateway requests already in the lake from an earlier input, skipped.
     pub duplicates_skipped: u64,
+    /// Series the source leaves out by design (remote-write: those that are not DCGM's).
+    pub ignored_series: u64,
     pub files_written: usize,
     pub rejections: Vec<Rejection>,
 }
@@ -228,7 +252,7 @@ pub async fn ingest(
     let context = options.context.clone();
     let strict = options.strict;
     let parser =
-        tokio::task::spawn_blocking(move || -> Result<(u64, Vec<Rejection>), IngestError> {
+        tokio::task::spawn_blocking(move || -> Result<(Parsed, Vec<Rejection>), IngestError> {
             let mut input = decode(reader, &context.origin)?;
             let mut sink = ChannelSink {
                 sender,
@@ -236,8 +260,8 @@ pub async fn ingest(
                 strict,
                 origin: context.origin.clone(),
             };
-            let records = source.parse(&mut *input, &context, &mut sink)?;
-            Ok((records, sink.rejections))
+            let parsed = source.parse(&mut *input, &context, &mut sink)?;
+            Ok((parsed, sink.rejections))
         });
 
     let mut writer = TableWriter::new(Arc::clone(lake.store()), batch_id.clone());
@@ -267,7 +291,13 @@ pub async fn ingest(
     let parsed = parser
         .await
         .map_err(|e| IngestError::Pipeline(e.to_string()))?;
-    let (records_read, rejections) = match (write_error, parsed) {
+    let (
+        Parsed {
+            records: records_read,
+            ignored_series,
+        },
+        rejections,
+    ) = match (write_error, parsed) {
         (Some(error), _) | (None, Err(error)) => {
             remove_objects(lake, &files).await;
             return Err(error);
@@ -329,6 +359,7 @@ pub async fn ingest(
         records_read,
         rows,
         duplicates_skipped,
+        ignored_series,
         files_written: files.len(),
         rejections,
     })
@@ -337,14 +368,21 @@ pub async fn ingest(
 /// The options that change what an input lands as: part of the content hash.
 fn options_fingerprint(options: &IngestOptions) -> String {
     let ctx = &options.context;
-    format!(
-        "source={};cluster={:?};at={};tz={};date_format={:?}",
-        options.source,
-        ctx.cluster,
-        ctx.at.timestamp_micros(),
-        ctx.tz,
-        ctx.date_format
-    )
+    // Remote-write samples carry their own times, so a re-sent body is the same input whenever
+    // it arrives.
+    let at = match options.source {
+        Source::RemoteWrite => 0,
+        _ => ctx.at.timestamp_micros(),
+    };
+    let mut fingerprint = format!(
+        "source={};cluster={:?};at={at};tz={};date_format={:?}",
+        options.source, ctx.cluster, ctx.tz, ctx.date_format
+    );
+    // Only when set, so that inputs landed before labels existed are still recognised.
+    if !ctx.labels.is_empty() {
+        fingerprint.push_str(&format!(";labels={:?}", ctx.labels));
+    }
+    fingerprint
 }
 
 /// Decompresses gzip input transparently (by its magic bytes, not its file name).

@@ -29,6 +29,8 @@ pub struct ParseContext {
     pub tz: chrono_tz::Tz,
     /// An explicit date format for FOCUS files that do not use ISO 8601 (e.g. `%m/%d/%y`).
     pub date_format: Option<String>,
+    /// Labels added to every dcgm series that lacks them (a scrape target's labels), sorted.
+    pub labels: Vec<(String, String)>,
     /// Rows per emitted batch: bounds memory on large inputs.
     pub batch_rows: usize,
 }
@@ -41,6 +43,7 @@ impl ParseContext {
             at,
             tz: chrono_tz::UTC,
             date_format: None,
+            labels: Vec::new(),
             batch_rows: 256 * 1024,
         }
     }

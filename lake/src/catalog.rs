@@ -580,9 +580,11 @@ fn file_from_row(r: &sqlx::any::AnyRow) -> Result<FileEntry> {
 }
 
 mod budget_alerts;
+mod idempotency;
 mod tokens;
 
 pub use budget_alerts::BudgetAlert;
+pub use idempotency::StoredResponse;
 pub use tokens::TokenRecord;
 
 #[cfg(test)]

@@ -355,3 +355,30 @@ async fn a_budget_alert_is_recorded_once_and_its_delivery_kept() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_first_response_to_an_idempotency_key_is_kept() {
+    each_catalog(async |catalog| {
+        assert_eq!(catalog.idempotent_response("k").await.unwrap(), None);
+        let first = crate::catalog::StoredResponse {
+            route: "/v1/ingest/dcgm".into(),
+            batch_id: "b1".into(),
+            status: 202,
+            body: "{\"batch_id\":\"b1\"}".into(),
+        };
+        catalog
+            .record_idempotent_response("k", &first)
+            .await
+            .unwrap();
+        let later = crate::catalog::StoredResponse {
+            batch_id: "b2".into(),
+            ..first.clone()
+        };
+        catalog
+            .record_idempotent_response("k", &later)
+            .await
+            .unwrap();
+        assert_eq!(catalog.idempotent_response("k").await.unwrap(), Some(first));
+    })
+    .await;
+}
