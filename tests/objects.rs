@@ -30,6 +30,7 @@ const EVERY_OBJECT: [&str; 12] = [
     "spot_operations_cost/spot-interruption-handling",
     "value_mapping/credit-approvals",
     "budget/nlp-monthly",
+    "scrape_target/h100-1-dcgm",
 ];
 
 fn lines(objects: &[&str], outcome: &str) -> String {
@@ -118,6 +119,7 @@ fn get_prints_documents_that_apply_takes_back() {
             "spot_operations_cost",
             "value_mapping",
             "budget",
+            "scrape_target",
         ];
         for kind in kinds {
             for format in ["json", "yaml"] {

@@ -189,6 +189,11 @@ impl Ledger {
 }
 
 impl Server {
+    /// The server's process id (for /proc/<pid>/status).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

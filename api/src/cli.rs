@@ -87,6 +87,9 @@ pub struct ServeArgs {
     /// How often every budget is evaluated and new threshold crossings alerted, e.g. 5m or 30s.
     #[arg(long, env = "GPULEDGER_BUDGET_INTERVAL", default_value = "5m")]
     pub budget_interval: humantime::Duration,
+    /// The largest ingest request body (as sent, before gunzip), in MiB; past it the answer is 413.
+    #[arg(long, env = "GPULEDGER_INGEST_MAX_MB", default_value_t = 1024)]
+    pub ingest_max_mb: u64,
 }
 
 #[derive(Debug, clap::Args)]

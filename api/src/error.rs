@@ -31,6 +31,8 @@ pub enum ApiError {
     Conflict(String),
     #[error("{0}")]
     NotAcceptable(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
     #[error(transparent)]
     Query(#[from] QueryError),
     #[error(transparent)]
@@ -85,6 +87,9 @@ impl ApiError {
             ApiError::Conflict(_) => class(StatusCode::CONFLICT, "23505", "Conflict"),
             ApiError::NotAcceptable(_) => {
                 class(StatusCode::NOT_ACCEPTABLE, "0A000", "Not acceptable")
+            }
+            ApiError::PayloadTooLarge(_) => {
+                class(StatusCode::PAYLOAD_TOO_LARGE, "54000", "Payload too large")
             }
             ApiError::Query(error) => query_class(error),
             ApiError::Ingest(

@@ -17,6 +17,12 @@ pub struct OutcomeLabel {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScrapeLabel {
+    pub target: String,
+    pub outcome: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabel {
     pub route: String,
     pub status: u16,
@@ -28,6 +34,7 @@ pub struct Metrics {
     pub requests: Family<RouteLabel, Counter>,
     pub rows_ingested: Family<SourceLabel, Counter>,
     pub records_rejected: Family<SourceLabel, Counter>,
+    pub scrapes: Family<ScrapeLabel, Counter>,
     pub query_seconds: Family<OutcomeLabel, Histogram>,
     pub report_runs: Family<OutcomeLabel, Counter>,
     pub budget_alerts: Counter,
@@ -55,6 +62,12 @@ impl Metrics {
             "Records quarantined, by source",
             records_rejected.clone(),
         );
+        let scrapes = Family::<ScrapeLabel, Counter>::default();
+        registry.register(
+            "scrapes",
+            "Scrapes of scrape targets, by target and outcome (ok or error)",
+            scrapes.clone(),
+        );
         let query_seconds = Family::<OutcomeLabel, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.001, 2.0, 16))
         });
@@ -79,6 +92,7 @@ impl Metrics {
             requests,
             rows_ingested,
             records_rejected,
+            scrapes,
             query_seconds,
             report_runs,
             budget_alerts,
@@ -92,6 +106,19 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut text, &self.registry)
             .expect("writing to a String cannot fail");
         text
+    }
+
+    /// Counts what one ingest landed and rejected.
+    pub fn observe_ingest(&self, report: &gpuledger_ingest::pipeline::IngestReport) {
+        let source = SourceLabel {
+            source: report.source.name().into(),
+        };
+        self.rows_ingested
+            .get_or_create(&source)
+            .inc_by(report.rows_landed());
+        self.records_rejected
+            .get_or_create(&source)
+            .inc_by(report.rejections.len() as u64);
     }
 
     pub fn observe_query(&self, seconds: f64, ok: bool) {

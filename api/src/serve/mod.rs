@@ -5,6 +5,8 @@
 //! - `objects.rs`: the catalog objects of the ledger;
 //! - `budgets.rs`: budgets and their status; `alerts.rs`: the evaluator that records and sends alerts;
 //! - `costs.rs`: `/v1/costs` and the ledger's table functions over a window;
+//! - `ingest.rs`: `POST /v1/ingest/{source}` and the Prometheus remote-write receiver;
+//! - `scrape.rs`: the scrape targets `serve` fetches on their interval;
 //! - `metrics.rs`: the service's own Prometheus metrics.
 //!
 //! Every handler is annotated for the OpenAPI document served at `/openapi.json`; the reference
@@ -15,8 +17,10 @@ pub mod auth;
 mod budgets;
 mod costs;
 mod health;
+mod ingest;
 pub mod metrics;
 mod objects;
+mod scrape;
 mod sql;
 
 use std::net::SocketAddr;
@@ -49,6 +53,8 @@ pub struct AppState {
     pub lake: Lake,
     pub metrics: Metrics,
     pub sql: Arc<SqlSettings>,
+    /// The largest ingest request body, in bytes.
+    pub ingest_max_bytes: u64,
     shutting_down: Arc<AtomicBool>,
 }
 
@@ -74,6 +80,7 @@ impl AppState {
                 memory_limit: args.query_memory_mb << 20,
                 slots: Semaphore::new(args.query_concurrency),
             }),
+            ingest_max_bytes: args.ingest_max_mb << 20,
             shutting_down: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -133,6 +140,8 @@ impl utoipa::Modify for BearerAuth {
 pub fn app(state: AppState) -> Router {
     let (api, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(sql::query))
+        .routes(routes!(ingest::ingest_file))
+        .routes(routes!(ingest::prom_write))
         .routes(routes!(objects::list, objects::create))
         .routes(routes!(objects::get, objects::replace, objects::delete))
         .routes(routes!(budgets::list, budgets::create))
@@ -200,13 +209,16 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
     tracing::info!(%address, "serving");
     // Said on stdout so that scripts and tests can wait for it.
     println!("gpuledger serving http://{address}");
-    axum::serve(listener, app(state))
+    let scraper = scrape::spawn(state.clone());
+    let served = axum::serve(listener, app(state))
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
             shutting_down.store(true, Ordering::SeqCst);
             tracing::info!("shutting down: finishing in-flight requests");
         })
-        .await?;
+        .await;
+    scraper.abort();
+    served?;
     Ok(())
 }
 

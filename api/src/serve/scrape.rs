@@ -1,0 +1,153 @@
+//! Scrape targets: `serve` fetches the URL of each `scrape_target` object on its interval and
+//! lands the text like `gpuledger ingest dcgm`, with the scrape time as the time of samples that
+//! carry none. The targets are read from the catalog every few seconds, so targets added, changed
+//! or deleted through the objects API (or `gpuledger apply`) are picked up without a restart.
+//! A failed scrape is logged and counted (`gpuledger_scrapes{outcome="error"}`), never fatal.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::Utc;
+use gpuledger_ingest::ParseContext;
+use gpuledger_ingest::pipeline::{IngestOptions, IngestReport, Input, Source, ingest};
+use gpuledger_ledger::objects::{ObjectKind, ScrapeTargetSpec};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio::time::MissedTickBehavior;
+
+use super::AppState;
+use super::metrics::ScrapeLabel;
+
+/// How often the targets are read again from the catalog.
+const RELOAD_EVERY: Duration = Duration::from_secs(2);
+
+/// Starts the scheduler; it runs until the process ends.
+pub fn spawn(state: AppState) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let client = reqwest::Client::new();
+        // By target name: the spec it runs with, and its task.
+        let mut running: HashMap<String, (Value, JoinHandle<()>)> = HashMap::new();
+        let mut reload = tokio::time::interval(RELOAD_EVERY);
+        loop {
+            reload.tick().await;
+            let targets = match state
+                .lake
+                .catalog()
+                .objects(ObjectKind::ScrapeTarget.name())
+                .await
+            {
+                Ok(targets) => targets,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read the scrape targets; trying again");
+                    continue;
+                }
+            };
+            running.retain(|name, (spec, task)| {
+                let current = targets.iter().any(|t| &t.name == name && &t.spec == spec);
+                if !current {
+                    tracing::info!(target = %name, "scrape target removed or changed");
+                    task.abort();
+                }
+                current
+            });
+            for target in targets {
+                if running.contains_key(&target.name) {
+                    continue;
+                }
+                // Validated when it was stored; a spec that no longer reads is skipped, not fatal.
+                let (spec, period) = match read_spec(&target.spec) {
+                    Ok(spec) => spec,
+                    Err(error) => {
+                        tracing::warn!(target = %target.name, %error, "skipping a scrape target");
+                        continue;
+                    }
+                };
+                tracing::info!(target = %target.name, url = %spec.url, "scraping");
+                let task = tokio::spawn(scrape_every(
+                    state.clone(),
+                    client.clone(),
+                    target.name.clone(),
+                    spec,
+                    period,
+                ));
+                running.insert(target.name, (target.spec, task));
+            }
+        }
+    })
+}
+
+fn read_spec(spec: &Value) -> Result<(ScrapeTargetSpec, Duration), String> {
+    let spec: ScrapeTargetSpec = serde_json::from_value(spec.clone()).map_err(|e| e.to_string())?;
+    let period = spec.period().map_err(|e| e.to_string())?;
+    Ok((spec, period))
+}
+
+async fn scrape_every(
+    state: AppState,
+    client: reqwest::Client,
+    name: String,
+    spec: ScrapeTargetSpec,
+    period: Duration,
+) {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let outcome = match scrape(&state, &client, &name, &spec, period).await {
+            Ok(report) => {
+                state.metrics.observe_ingest(&report);
+                tracing::debug!(target = %name, rows = report.rows_landed(), "scraped");
+                "ok"
+            }
+            Err(error) => {
+                tracing::warn!(target = %name, url = %spec.url, %error, "scrape failed");
+                "error"
+            }
+        };
+        state
+            .metrics
+            .scrapes
+            .get_or_create(&ScrapeLabel {
+                target: name.clone(),
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+}
+
+/// One scrape, landed; the error is a sentence for the log.
+async fn scrape(
+    state: &AppState,
+    client: &reqwest::Client,
+    name: &str,
+    spec: &ScrapeTargetSpec,
+    period: Duration,
+) -> Result<IngestReport, String> {
+    let at = Utc::now();
+    let response = client
+        .get(&spec.url)
+        .timeout(period)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|error| error.to_string())?;
+    let bytes = response.bytes().await.map_err(|error| error.to_string())?;
+    let mut context = ParseContext::new(format!("scrape:{name}"), at);
+    context.cluster = Some(spec.cluster.clone());
+    context.labels = spec
+        .labels
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let input = Input::Bytes {
+        origin: context.origin.clone(),
+        bytes,
+    };
+    ingest(
+        &state.lake,
+        input,
+        IngestOptions::new(Source::Dcgm, context),
+    )
+    .await
+    .map_err(|error| error.to_string())
+}
