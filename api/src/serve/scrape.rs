@@ -21,12 +21,12 @@ use super::metrics::ScrapeLabel;
 /// How often the targets are read again from the catalog.
 const RELOAD_EVERY: Duration = Duration::from_secs(2);
 
-/// Starts the scheduler; it runs until the process ends.
+/// Starts the scheduler; aborting the task stops it and every scrape loop.
 pub fn spawn(state: AppState) -> JoinHandle<()> {
     tokio::spawn(async move {
         let client = reqwest::Client::new();
-        // By target name: the spec it runs with, and its task.
-        let mut running: HashMap<String, (Value, JoinHandle<()>)> = HashMap::new();
+        // By target name: the spec it runs with, and its task (stopped when dropped).
+        let mut running: HashMap<String, (Value, Scraping)> = HashMap::new();
         let mut reload = tokio::time::interval(RELOAD_EVERY);
         loop {
             reload.tick().await;
@@ -42,11 +42,10 @@ pub fn spawn(state: AppState) -> JoinHandle<()> {
                     continue;
                 }
             };
-            running.retain(|name, (spec, task)| {
+            running.retain(|name, (spec, _)| {
                 let current = targets.iter().any(|t| &t.name == name && &t.spec == spec);
                 if !current {
                     tracing::info!(target = %name, "scrape target removed or changed");
-                    task.abort();
                 }
                 current
             });
@@ -70,10 +69,20 @@ pub fn spawn(state: AppState) -> JoinHandle<()> {
                     spec,
                     period,
                 ));
-                running.insert(target.name, (target.spec, task));
+                running.insert(target.name, (target.spec, Scraping(task)));
             }
         }
     })
+}
+
+/// A target's scrape loop, stopped when the target is dropped from the running set (or the
+/// scheduler itself stops).
+struct Scraping(JoinHandle<()>);
+
+impl Drop for Scraping {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn read_spec(spec: &Value) -> Result<(ScrapeTargetSpec, Duration), String> {

@@ -635,6 +635,31 @@ fn openmetrics_total_suffix_seconds_exemplars_and_eof() {
 }
 
 #[test]
+fn target_labels_fill_in_what_a_series_lacks_and_never_override_it() {
+    let text = "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-aaaa\",Hostname=\"n1\"} 0.5\n\
+                DCGM_FI_PROF_SM_ACTIVE{gpu=\"1\",UUID=\"GPU-bbbb\",Hostname=\"n1\",rack=\"r7\",cluster=\"eu-1\"} 0.25\n";
+    let mut ctx = context();
+    ctx.labels = vec![
+        ("cluster".into(), "lab".into()),
+        ("rack".into(), "r1".into()),
+    ];
+    let (sink, _) = run_with(text, &ctx);
+    let rows = sink.table(Table::GpuSamples);
+    // A `cluster` target label fills the identity column; the second series names its own.
+    assert_eq!(
+        strings(&rows, "cluster"),
+        vec![Some("lab".into()), Some("eu-1".into())]
+    );
+    assert_eq!(
+        strings(&rows, "labels"),
+        vec![
+            Some(r#"{"rack":"r1"}"#.into()),
+            Some(r#"{"rack":"r7"}"#.into())
+        ]
+    );
+}
+
+#[test]
 fn unknown_labels_go_to_the_labels_json_and_identity_labels_to_columns() {
     let text = "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-aaaa\",device=\"nvidia0\",Hostname=\"n1\",\
                 namespace=\"llm\",pod=\"vllm-0\",container=\"vllm\",pod_uid=\"\",hpc_job=\"\",\
