@@ -29,7 +29,7 @@ pub struct ParseContext {
     pub tz: chrono_tz::Tz,
     /// An explicit date format for FOCUS files that do not use ISO 8601 (e.g. `%m/%d/%y`).
     pub date_format: Option<String>,
-    /// Labels added to every dcgm series that lacks them (a scrape target's labels), sorted.
+    /// Labels added to every dcgm series that lacks them (a scrape target's labels).
     pub labels: Vec<(String, String)>,
     /// Rows per emitted batch: bounds memory on large inputs.
     pub batch_rows: usize,

@@ -148,7 +148,7 @@ enum FileSource {
     Events,
 }
 
-/// Raw bytes: gzip, or a FOCUS Parquet file.
+/// Raw bytes: gzip, a FOCUS Parquet file, or a remote-write body.
 #[derive(ToSchema)]
 #[schema(value_type = String, format = Binary)]
 #[allow(dead_code)] // a schema for the OpenAPI document only
@@ -176,6 +176,8 @@ struct BinaryInput(Vec<u8>);
             (String = "text/plain"),
             (String = "text/csv"),
             (String = "application/x-ndjson"),
+            ("application/json"),
+            (inline(BinaryInput) = "application/gzip"),
             (inline(BinaryInput) = "application/octet-stream"),
         )
     ),
@@ -285,6 +287,7 @@ async fn run(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit) {
+        tokio::spawn(discard(body.into_data_stream()));
         return Err(too_large(limit));
     }
     options.idempotency_key = key.clone();
@@ -353,6 +356,21 @@ fn too_large(limit: u64) -> ApiError {
     ))
 }
 
+/// The most of a refused body that is read and dropped.
+const DISCARD_MAX: u64 = 64 << 20;
+
+/// Reads and drops the rest of a refused body, up to [`DISCARD_MAX`]: clients send the whole body
+/// before they read the answer, and would see a reset connection instead of their 413.
+async fn discard(mut stream: axum::body::BodyDataStream) {
+    let mut discarded = 0u64;
+    while let Some(Ok(chunk)) = stream.next().await {
+        discarded += chunk.len() as u64;
+        if discarded > DISCARD_MAX {
+            break;
+        }
+    }
+}
+
 /// A request body as a blocking reader for the parser's thread. A task pulls the body chunk by
 /// chunk into a short channel, so at most a few chunks are held at once, and cuts it off with an
 /// error past `limit` bytes.
@@ -385,6 +403,9 @@ impl BodyReader {
                 if sender.send(item).await.is_err() || failed {
                     break;
                 }
+            }
+            if cut_off.load(Ordering::SeqCst) {
+                discard(stream).await;
             }
         });
         Self {
