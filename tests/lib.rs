@@ -16,6 +16,7 @@ mod ingest_pipeline;
 mod ingest_tokens;
 mod ledger;
 mod objects;
+mod pgwire;
 mod schemathesis;
 mod serve;
 mod spot;

@@ -137,20 +137,29 @@ pub fn shared(relative: &str) -> Option<PathBuf> {
     gpuledger_ingest::testdata::shared_data(relative)
 }
 
-/// `gpuledger serve` on a free loopback port, stopped (SIGTERM, then waited for) when dropped.
+/// `gpuledger serve` on free loopback ports, stopped (SIGTERM, then waited for) when dropped.
 pub struct Server {
     child: std::process::Child,
     pub base: String,
+    /// `postgres://127.0.0.1:<port>`, the PostgreSQL wire protocol.
+    pub postgres: String,
     pub http: reqwest::blocking::Client,
 }
 
 impl Ledger {
-    /// Starts `gpuledger serve --listen 127.0.0.1:0 <extra>` and waits until it answers.
+    /// Starts `gpuledger serve --listen 127.0.0.1:0 --pg-listen 127.0.0.1:0 <extra>` and waits
+    /// until it answers.
     pub fn serve(&self, extra: &[&str]) -> Server {
         use std::io::BufRead;
         let mut child = self
             .command()
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--pg-listen",
+                "127.0.0.1:0",
+            ])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -158,11 +167,16 @@ impl Ledger {
             .expect("spawn gpuledger serve");
         let stdout = child.stdout.take().unwrap();
         let mut lines = std::io::BufReader::new(stdout).lines();
+        // The PostgreSQL port is announced first, then HTTP's.
+        let mut postgres = String::new();
         let base = loop {
             let line = lines
                 .next()
                 .expect("serve exited before it said where it listens")
                 .unwrap();
+            if let Some(url) = line.strip_prefix("gpuledger postgres ") {
+                postgres = url.to_string();
+            }
             if let Some(url) = line.strip_prefix("gpuledger serving ") {
                 break url.to_string();
             }
@@ -172,6 +186,7 @@ impl Ledger {
         Server {
             child,
             base,
+            postgres,
             http: reqwest::blocking::Client::new(),
         }
     }

@@ -90,6 +90,17 @@ pub struct ServeArgs {
     /// The largest ingest request body (as sent, before gunzip), in MiB; past it the answer is 413.
     #[arg(long, env = "GPULEDGER_INGEST_MAX_MB", default_value_t = 1024)]
     pub ingest_max_mb: u64,
+    /// Address and port for the PostgreSQL wire protocol (psql, Grafana, DBeaver), or `off`.
+    #[arg(long, env = "GPULEDGER_PG_LISTEN", default_value = "127.0.0.1:5433")]
+    pub pg_listen: String,
+
+    /// PEM certificate (chain) for TLS on the PostgreSQL port; needs --pg-tls-key.
+    #[arg(long, env = "GPULEDGER_PG_TLS_CERT", requires = "pg_tls_key")]
+    pub pg_tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --pg-tls-cert.
+    #[arg(long, env = "GPULEDGER_PG_TLS_KEY", requires = "pg_tls_cert")]
+    pub pg_tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -46,10 +46,15 @@ pub fn read_only() -> SQLOptions {
 /// Plans `sql` and refuses it unless it only reads.
 pub async fn plan_read_only(ctx: &SessionContext, sql: &str) -> Result<LogicalPlan, QueryError> {
     let plan = ctx.state().create_logical_plan(sql).await?;
-    read_only()
-        .verify_plan(&plan)
-        .map_err(|error| QueryError::Refused(refusal(&error)))?;
+    refuse_unless_read_only(&plan)?;
     Ok(plan)
+}
+
+/// Refuses a `plan` that does more than read (the Postgres wire plans statements itself).
+pub fn refuse_unless_read_only(plan: &LogicalPlan) -> Result<(), QueryError> {
+    read_only()
+        .verify_plan(plan)
+        .map_err(|error| QueryError::Refused(refusal(&error)))
 }
 
 /// A query's whole result.

@@ -7,7 +7,8 @@
 //! - `costs.rs`: `/v1/costs` and the ledger's table functions over a window;
 //! - `ingest.rs`: `POST /v1/ingest/{source}` and the Prometheus remote-write receiver;
 //! - `scrape.rs`: the scrape targets `serve` fetches on their interval;
-//! - `metrics.rs`: the service's own Prometheus metrics.
+//! - `metrics.rs`: the service's own Prometheus metrics;
+//! - `pgwire/`: the PostgreSQL wire protocol (psql, DBeaver, Grafana), on its own port.
 //!
 //! Every handler is annotated for the OpenAPI document served at `/openapi.json`; the reference
 //! page at `/docs` is Swagger UI, bundled in the binary.
@@ -21,11 +22,13 @@ mod ingest;
 pub mod metrics;
 mod objects;
 mod scrape;
+mod pgwire;
 mod sql;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request};
@@ -33,8 +36,8 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use datafusion::prelude::SessionContext;
 use gpuledger_lake::Lake;
-use gpuledger_query::user_query::QueryLimits;
-use gpuledger_query::{Scope, SessionOptions, new_session_with};
+use gpuledger_query::user_query::{QueryLimits, QueryResult};
+use gpuledger_query::{QueryError, Scope, SessionOptions, new_session_with};
 use tokio::sync::Semaphore;
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
@@ -105,6 +108,27 @@ impl AppState {
                 memory_limit: Some(self.sql.memory_limit),
             },
         )?)
+    }
+}
+
+impl AppState {
+    /// Runs a user's query in one of the query slots, timed in the metrics: SQL over HTTP and
+    /// over the Postgres wire go through here.
+    pub async fn run_query(
+        &self,
+        query: impl Future<Output = Result<QueryResult, QueryError>>,
+    ) -> Result<QueryResult, ApiError> {
+        let _slot = self
+            .sql
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| ApiError::Unavailable)?;
+        let started = Instant::now();
+        let result = query.await;
+        self.metrics
+            .observe_query(started.elapsed().as_secs_f64(), result.is_ok());
+        Ok(result?)
     }
 }
 
@@ -204,6 +228,10 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
     let state = AppState::new(lake, &args);
     alerts::spawn(state.clone(), args.budget_interval.into());
     let shutting_down = Arc::clone(&state.shutting_down);
+    // Bound first, so that once HTTP's line is out both ports take connections.
+    let postgres = pgwire::listen(state.clone(), &args)
+        .await?
+        .map(tokio::spawn);
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
     let address: SocketAddr = listener.local_addr()?;
     tracing::info!(%address, "serving");
@@ -218,6 +246,9 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
         })
         .await;
     scraper.abort();
+    if let Some(postgres) = postgres {
+        postgres.abort();
+    }
     served?;
     Ok(())
 }

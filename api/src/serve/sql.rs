@@ -1,8 +1,6 @@
 //! `POST /v1/sql`: a read-only query in a session scoped to the token, in JSON, CSV, Arrow IPC
 //! or Parquet (the `format` field, else the `Accept` header, else JSON).
 
-use std::time::Instant;
-
 use axum::Json;
 use axum::extract::State;
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
@@ -102,19 +100,14 @@ pub async fn query(
 ) -> Result<Response, ApiError> {
     principal.require(Permission::Read, "queries")?;
     let format = negotiate(request.format.as_deref(), &headers)?;
-    let _slot = state
-        .sql
-        .slots
-        .acquire()
-        .await
-        .map_err(|_| ApiError::Unavailable)?;
-    let started = Instant::now();
     let ctx = state.session(&principal)?;
-    let result = gpuledger_query::user_query::run(&ctx, &request.query, &state.sql.limits).await;
-    state
-        .metrics
-        .observe_query(started.elapsed().as_secs_f64(), result.is_ok());
-    let result = result?;
+    let result = state
+        .run_query(gpuledger_query::user_query::run(
+            &ctx,
+            &request.query,
+            &state.sql.limits,
+        ))
+        .await?;
     let mut body = Vec::new();
     write_batches(&mut body, &result.schema, &result.batches, format)
         .map_err(|error| ApiError::Internal(format!("encoding the result: {error}")))?;

@@ -1,0 +1,313 @@
+//! The simple and the extended query protocol. A statement is parsed as PostgreSQL (with
+//! datafusion-postgres's rewrites of catalog queries), `SET`/`SHOW`/`BEGIN`… are answered by
+//! datafusion-postgres's hooks, and everything else is planned, refused unless it only reads,
+//! and run under the SQL limits of `serve`, like `POST /v1/sql`.
+
+use std::fmt::Debug;
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ParamValues;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast;
+use datafusion_postgres::arrow_pg::datatypes::df::deserialize_parameters_with_server_types;
+use datafusion_postgres::arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
+use datafusion_postgres::datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+use datafusion_postgres::hooks::set_show::SetShowHook;
+use datafusion_postgres::hooks::transactions::TransactionStatementHook;
+use datafusion_postgres::{DfSessionService, Parser, QueryHook, pgwire};
+use futures::Sink;
+use gpuledger_query::QueryError;
+use gpuledger_query::user_query::{self, refuse_unless_read_only};
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{FieldInfo, QueryResponse, Response};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, Type};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::types::format::FormatOptions;
+
+use super::{Connection, catalog, pg_error};
+use crate::error::ApiError;
+
+/// A parsed statement as datafusion-postgres keeps it: its text, and the statement with its plan.
+pub type Statement = (String, Option<(ast::Statement, LogicalPlan)>);
+
+/// What a connection queries once its token is known.
+pub struct Session {
+    ctx: Arc<SessionContext>,
+    hooks: Vec<Arc<dyn QueryHook>>,
+    parser: Arc<Parser>,
+    sql_parser: PostgresCompatibilityParser,
+}
+
+impl Session {
+    pub fn new(ctx: SessionContext) -> Result<Self, ApiError> {
+        let describe_functions = catalog::install(&ctx)?;
+        let ctx = Arc::new(ctx);
+        // Not datafusion-postgres's cursor hook: a cursor's query would run outside the limits.
+        let hooks: Vec<Arc<dyn QueryHook>> = vec![
+            Arc::new(describe_functions),
+            Arc::new(SetShowHook),
+            Arc::new(TransactionStatementHook),
+        ];
+        let service = DfSessionService::new_with_hooks(Arc::clone(&ctx), hooks.clone());
+        Ok(Self {
+            parser: service.query_parser(),
+            ctx,
+            hooks,
+            sql_parser: PostgresCompatibilityParser::new(),
+        })
+    }
+}
+
+fn session(cell: &OnceLock<Session>) -> PgWireResult<&Session> {
+    cell.get()
+        .ok_or_else(|| pg_error(ApiError::Unauthenticated))
+}
+
+/// `SET datafusion.…` would change the engine's settings (its memory, its parallelism) under
+/// the limits; the clients' own settings (time zone, date style, …) are the hooks' to answer.
+fn refuse_engine_settings(statement: &ast::Statement) -> PgWireResult<()> {
+    if matches!(statement, ast::Statement::Set(_))
+        && statement
+            .to_string()
+            .to_ascii_lowercase()
+            .contains("datafusion.")
+    {
+        return Err(pg_error(
+            QueryError::Refused(
+                "only read-only queries are allowed (the engine's settings cannot be changed)"
+                    .into(),
+            )
+            .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A statement that the PostgreSQL parser or the planner does not take may be DataFusion's own
+/// DDL (`CREATE EXTERNAL TABLE`, `COPY … TO … STORED AS`): planned as DataFusion SQL, it is
+/// refused for what it is (42501); anything else keeps its first error.
+async fn parse_error(ctx: &SessionContext, sql: &str, error: PgWireError) -> PgWireError {
+    match user_query::plan_read_only(ctx, sql).await {
+        Err(refused @ QueryError::Refused(_)) => pg_error(refused.into()),
+        _ => error,
+    }
+}
+
+impl Connection {
+    /// Runs a read-only `plan` under the limits and encodes its rows in `format`.
+    async fn run<C: ClientInfo>(
+        &self,
+        client: &C,
+        ctx: &SessionContext,
+        plan: LogicalPlan,
+        format: &Format,
+    ) -> PgWireResult<Response> {
+        let result = self
+            .state
+            .run_query(user_query::execute(ctx, plan, &self.state.sql.limits))
+            .await
+            .map_err(pg_error)?;
+        let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
+        let fields = Arc::new(arrow_schema_to_pg_fields(
+            &result.schema,
+            format,
+            Some(options),
+        )?);
+        let row_fields = Arc::clone(&fields);
+        let rows = result
+            .batches
+            .into_iter()
+            .flat_map(move |batch| encode_recordbatch(Arc::clone(&row_fields), batch));
+        Ok(Response::Query(QueryResponse::new(
+            fields,
+            futures::stream::iter(rows),
+        )))
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Connection {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let session = session(&self.session)?;
+        let statements = match session.sql_parser.parse(query) {
+            Ok(statements) => statements,
+            Err(error) => {
+                let error = PgWireError::ApiError(Box::new(error));
+                return Err(parse_error(&session.ctx, query, error).await);
+            }
+        };
+        if statements.is_empty() {
+            return Ok(vec![Response::EmptyQuery]);
+        }
+        let mut responses = Vec::with_capacity(statements.len());
+        'statements: for statement in statements {
+            refuse_engine_settings(&statement)?;
+            for hook in &session.hooks {
+                if let Some(response) = hook
+                    .handle_simple_query(&statement, &session.ctx, client)
+                    .await
+                {
+                    responses.push(response?);
+                    continue 'statements;
+                }
+            }
+            let sql = statement.to_string();
+            let plan = match session
+                .ctx
+                .state()
+                .statement_to_plan(DfStatement::Statement(Box::new(statement)))
+                .await
+            {
+                Ok(plan) => plan,
+                Err(error) => {
+                    let error = pg_error(QueryError::from(error).into());
+                    return Err(parse_error(&session.ctx, &sql, error).await);
+                }
+            };
+            refuse_unless_read_only(&plan).map_err(|error| pg_error(error.into()))?;
+            responses.push(
+                self.run(client, &session.ctx, plan, &Format::UnifiedText)
+                    .await?,
+            );
+        }
+        Ok(responses)
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Connection {
+    type Statement = Statement;
+    type QueryParser = ReadOnlyParser;
+
+    fn query_parser(&self) -> Arc<ReadOnlyParser> {
+        Arc::clone(&self.parser)
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Statement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let session = session(&self.session)?;
+        let (_, Some((statement, plan))) = &portal.statement.statement else {
+            return Ok(Response::EmptyQuery);
+        };
+        // The hooks' statements (SET, SHOW, BEGIN, …) take no parameters.
+        let no_parameters = ParamValues::List(Vec::new());
+        for hook in &session.hooks {
+            if let Some(response) = hook
+                .handle_extended_query(statement, plan, &no_parameters, &session.ctx, client)
+                .await
+            {
+                return response;
+            }
+        }
+        let parameters = bind_parameters(session, portal, plan)?;
+        let plan = plan
+            .clone()
+            .replace_params_with_values(&parameters)
+            .map_err(|error| pg_error(QueryError::from(error).into()))?;
+        self.run(client, &session.ctx, plan, &portal.result_column_format)
+            .await
+    }
+}
+
+/// The portal's parameter values, typed as the client sent them, else as the plan infers them.
+fn bind_parameters(
+    session: &Session,
+    portal: &Portal<Statement>,
+    plan: &LogicalPlan,
+) -> PgWireResult<ParamValues> {
+    let wire_types = session
+        .parser
+        .get_parameter_types(&portal.statement.statement)?;
+    let wire_types: Vec<Option<&Type>> = wire_types.iter().map(Some).collect();
+    let mut inferred: Vec<(String, Option<DataType>)> = plan
+        .get_parameter_types()
+        .map_err(|error| pg_error(QueryError::from(error).into()))?
+        .into_iter()
+        .collect();
+    // `$1`, `$2`, … in order.
+    inferred.sort_by_key(|(id, _)| {
+        id.trim_start_matches('$')
+            .parse::<usize>()
+            .unwrap_or(usize::MAX)
+    });
+    let inferred: Vec<Option<&DataType>> = inferred.iter().map(|(_, t)| t.as_ref()).collect();
+    deserialize_parameters_with_server_types(portal, &inferred, &wire_types)
+}
+
+/// datafusion-postgres's parser of the extended protocol, which refuses at `Parse` what does
+/// more than read.
+pub struct ReadOnlyParser {
+    session: Arc<OnceLock<Session>>,
+}
+
+impl ReadOnlyParser {
+    pub fn new(session: Arc<OnceLock<Session>>) -> Self {
+        Self { session }
+    }
+}
+
+#[async_trait]
+impl QueryParser for ReadOnlyParser {
+    type Statement = Statement;
+
+    async fn parse_sql<C>(
+        &self,
+        client: &C,
+        sql: &str,
+        types: &[Option<Type>],
+    ) -> PgWireResult<Option<Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let session = session(&self.session)?;
+        let parsed = match session.parser.parse_sql(client, sql, types).await {
+            Ok(parsed) => parsed,
+            Err(error) => return Err(parse_error(&session.ctx, sql, error).await),
+        };
+        if let Some((_, Some((statement, plan)))) = &parsed {
+            refuse_engine_settings(statement)?;
+            refuse_unless_read_only(plan).map_err(|error| pg_error(error.into()))?;
+        }
+        Ok(parsed)
+    }
+
+    fn get_parameter_types(&self, statement: &Statement) -> PgWireResult<Vec<Type>> {
+        session(&self.session)?
+            .parser
+            .get_parameter_types(statement)
+    }
+
+    fn get_result_schema(
+        &self,
+        statement: &Statement,
+        column_format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        session(&self.session)?
+            .parser
+            .get_result_schema(statement, column_format)
+    }
+}

@@ -1,0 +1,367 @@
+//! `gpuledger serve` over the PostgreSQL wire protocol, driven by the real clients: `psql`
+//! (its catalog commands, a ledger query, errors with their SQLSTATE, TLS) and Python's psycopg
+//! (parameters over the extended protocol, and the types it reads back).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Output};
+
+use crate::golden::load_worked_example;
+use crate::support::{Server, describe, ledgers};
+
+/// `psql` connected to `server` as `token` (any user name), running each of `commands`, in
+/// unaligned output; `sslmode` as libpq takes it.
+fn psql(server: &Server, token: &str, sslmode: &str, commands: &[&str]) -> Output {
+    let address = server.postgres.strip_prefix("postgres://").unwrap();
+    let (host, port) = address.rsplit_once(':').unwrap();
+    let mut command = Command::new("psql");
+    command
+        .args([
+            "-X",
+            "-A",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-v",
+            "VERBOSITY=verbose",
+        ])
+        .args(["-h", host, "-p", port, "-U", "analyst", "-d", "gpuledger"])
+        .env("PGPASSWORD", token)
+        .env("PGSSLMODE", sslmode)
+        .env("PGCONNECT_TIMEOUT", "10");
+    for c in commands {
+        command.args(["-c", c]);
+    }
+    command.output().expect("run psql (postgresql-client)")
+}
+
+/// The standard output of `psql` running `commands`, which must succeed.
+fn psql_ok(server: &Server, token: &str, commands: &[&str]) -> String {
+    let out = psql(server, token, "disable", commands);
+    assert!(out.status.success(), "{commands:?}: {}", describe(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The SQLSTATE psql reports for `query` (VERBOSITY=verbose prints `ERROR:  <code>: …`).
+fn psql_sqlstate(server: &Server, token: &str, query: &str) -> String {
+    let out = psql(server, token, "disable", &[query]);
+    assert!(!out.status.success(), "{query} succeeded");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    stderr
+        .split("ERROR:  ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or_else(|| panic!("{query}: no SQLSTATE in {stderr}"))
+        .to_string()
+}
+
+/// Runs a Python script with psycopg against `server` (the connection string is `sys.argv[1]`);
+/// its standard output.
+fn psycopg(server: &Server, token: &str, script: &str) -> String {
+    let dsn = format!(
+        "{}/gpuledger?user=analyst&password={token}&sslmode=disable",
+        server.postgres
+    );
+    let out = Command::new("python3")
+        .args(["-c", script, &dsn])
+        .output()
+        .expect("run python3");
+    assert!(out.status.success(), "{}", describe(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The severity and SQLSTATE with which the server ends a start-up whose password is
+/// `password`, read off the wire: libpq does not report a SQLSTATE for a failed connection.
+fn startup_error(server: &Server, password: &str) -> (String, String) {
+    let address = server.postgres.strip_prefix("postgres://").unwrap();
+    let mut socket = TcpStream::connect(address).unwrap();
+    let mut startup = Vec::new();
+    startup.extend(196608u32.to_be_bytes()); // protocol 3.0
+    startup.extend(b"user\0analyst\0database\0gpuledger\0\0");
+    let mut message = ((startup.len() + 4) as u32).to_be_bytes().to_vec();
+    message.extend(startup);
+    socket.write_all(&message).unwrap();
+    let (kind, body) = read_message(&mut socket);
+    assert_eq!(
+        (kind, &body[..]),
+        (b'R', &3u32.to_be_bytes()[..]),
+        "cleartext password asked"
+    );
+    let mut password_message = vec![b'p'];
+    password_message.extend(((password.len() + 5) as u32).to_be_bytes());
+    password_message.extend(password.as_bytes());
+    password_message.push(0);
+    socket.write_all(&password_message).unwrap();
+    let (kind, body) = read_message(&mut socket);
+    assert_eq!(kind, b'E', "an error response");
+    let field = |code: u8| {
+        body.split(|b| *b == 0)
+            .find(|f| f.first() == Some(&code))
+            .map(|f| String::from_utf8_lossy(&f[1..]).to_string())
+            .unwrap_or_default()
+    };
+    (field(b'S'), field(b'C'))
+}
+
+fn read_message(socket: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut header = [0u8; 5];
+    socket.read_exact(&mut header).unwrap();
+    let len = u32::from_be_bytes(header[1..].try_into().unwrap()) as usize;
+    let mut body = vec![0u8; len - 4];
+    socket.read_exact(&mut body).unwrap();
+    (header[0], body)
+}
+
+#[test]
+fn psql_lists_describes_and_queries_the_ledger() {
+    let ledger = ledgers().remove(0);
+    load_worked_example(&ledger);
+    let reader = ledger.token("read", None);
+    let server = ledger.serve(&[]);
+
+    let tables = psql_ok(&server, &reader, &["\\dt"]);
+    for table in ["gpu_hours", "cost_entries", "allocations", "billing_lines"] {
+        assert!(
+            tables.contains(&format!("public|{table}|table|")),
+            "{table} in {tables}"
+        );
+    }
+
+    let described = psql_ok(&server, &reader, &["\\d gpu_hours"]);
+    assert!(
+        described.contains("Table \"public.gpu_hours\""),
+        "{described}"
+    );
+    for column in [
+        "team|text",
+        "busy_seconds|double precision",
+        "sm_active|double precision",
+    ] {
+        assert!(described.contains(column), "{column} in {described}");
+    }
+
+    let functions = psql_ok(&server, &reader, &["\\df"]);
+    for function in [
+        "team_costs",
+        "idle_summary",
+        "time_weighted_avg",
+        "interval_overlap_seconds",
+        "idle_class",
+        "amortize_share",
+        "unit_cost",
+    ] {
+        assert!(
+            functions.contains(&format!("|{function}|")),
+            "{function} in {functions}"
+        );
+    }
+
+    // The worked example's team totals (tests/sql/team_costs.slt): vision 6.40 + 3.20 + 13.464,
+    // nlp 19.20 + 21.528, unattributed 1.20 + 4.008.
+    let totals = psql_ok(
+        &server,
+        &reader,
+        &["select team, round(total_cost, 3) as total from \
+           team_costs('2026-11-02', '2026-11-03') order by team"],
+    );
+    assert_eq!(
+        totals,
+        "team|total\nnlp|40.728\nunattributed|5.208\nvision|23.064\n(3 rows)\n"
+    );
+
+    // Errors carry the SQLSTATE that /v1/sql reports in its problem document.
+    assert_eq!(
+        psql_sqlstate(&server, &reader, "select * from no_such_table"),
+        "42P01"
+    );
+    assert_eq!(psql_sqlstate(&server, &reader, "selec 1"), "42601");
+    assert_eq!(
+        psql_sqlstate(&server, &reader, "drop table gpu_hours"),
+        "42501"
+    );
+}
+
+/// psycopg binds parameters over the extended protocol (and prepares a named statement when
+/// asked) and reads timestamps, floats, decimals, NULLs and text as Python values.
+#[test]
+fn psycopg_binds_parameters_and_reads_every_type() {
+    let ledger = ledgers().remove(0);
+    load_worked_example(&ledger);
+    let reader = ledger.token("read", None);
+    let server = ledger.serve(&[]);
+
+    let script = r#"
+import sys, datetime, decimal, psycopg
+with psycopg.connect(sys.argv[1]) as conn:
+    with conn.cursor() as cur:
+        # nlp's serve job: 2026-11-02 00:00 to 12:00 UTC on n1 GPU 1, 43,200 s (events.jsonl).
+        cur.execute(
+            "select workload, start_time, end_time, seconds, gpu_index from allocations "
+            "where team = %s and start_time >= %s",
+            ("nlp", datetime.datetime(2026, 11, 2, tzinfo=datetime.timezone.utc)))
+        [(workload, start, end, seconds, gpu)] = cur.fetchall()
+        print(repr(workload), start.isoformat(), end.isoformat(), repr(seconds), repr(gpu))
+        # billing.csv: the n1 instance line costs 96.00; money is DECIMAL(38,12).
+        cur.execute(
+            "select charge_description, effective_cost from billing_lines "
+            "where effective_cost > %s order by effective_cost", (decimal.Decimal("50"),))
+        print(repr(cur.fetchall()))
+        # nlp's hours have no telemetry: SM activity is NULL, not 0.
+        for team in ["nlp", "vision"]:
+            cur.execute(
+                "select team, count(*), max(sm_active) is null from gpu_hours where team = %s "
+                "group by team", (team,), prepare=True)
+            print(repr(cur.fetchall()))
+        cur.execute("select team, total_cost from team_costs('2026-11-02', '2026-11-03') "
+                    "where team = %s", ("vision",))
+        team, total = cur.fetchone()
+        print(repr(team), round(total, 3))
+"#;
+    let printed = psycopg(&server, &reader, script);
+    assert_eq!(
+        printed,
+        "'serve' 2026-11-02T00:00:00+00:00 2026-11-02T12:00:00+00:00 43200.0 1\n\
+         [('p5 instance n1', Decimal('96.000000000000'))]\n\
+         [('nlp', 12, True)]\n\
+         [('vision', 6, False)]\n\
+         'vision' 23.064\n"
+    );
+}
+
+#[test]
+fn a_team_token_sees_its_rows_only_and_nothing_but_queries_runs() {
+    let ledger = ledgers().remove(0);
+    load_worked_example(&ledger);
+    let admin = ledger.token("admin", None);
+    let nlp = ledger.token("read", Some("nlp"));
+    let collector = ledger.token("ingest", None);
+    let server = ledger.serve(&[]);
+
+    for query in [
+        "select distinct team from gpu_hours where team is not null or team is null",
+        "select distinct team from allocations union select distinct team from cost_entries \
+         where team is not null",
+        "select distinct team from team_costs('2026-11-01', '2026-12-01')",
+    ] {
+        assert_eq!(
+            psql_ok(&server, &nlp, &["\\pset tuples_only on", query]),
+            "Tuples only is on.\nnlp\n",
+            "{query}"
+        );
+    }
+    // The subquery resolves `gpu_hours` to the same view: vision's hours are not there.
+    assert_eq!(
+        psql_ok(
+            &server,
+            &nlp,
+            &[
+                "\\pset tuples_only on",
+                "select count(*) from gpu_hours where hour in \
+               (select hour from gpu_hours where team = 'vision')"
+            ]
+        ),
+        "Tuples only is on.\n0\n"
+    );
+    // Tables without teams are not there, not in the catalogs either.
+    assert_eq!(
+        psql_sqlstate(&server, &nlp, "select * from billing_lines"),
+        "42P01"
+    );
+    assert_eq!(
+        psql_ok(
+            &server,
+            &nlp,
+            &[
+                "\\pset tuples_only on",
+                "select count(*) from information_schema.tables where table_name = 'billing_lines'",
+                "select count(*) from pg_catalog.pg_tables where tablename = 'billing_lines'"
+            ]
+        ),
+        "Tuples only is on.\n0\n0\n"
+    );
+    // A team's tables are views of its rows.
+    let views = psql_ok(&server, &nlp, &["\\dv"]);
+    assert!(views.contains("public|gpu_hours|view|"), "{views}");
+    assert!(!views.contains("billing_lines"), "{views}");
+
+    // Only queries, for every token; nothing touches a file.
+    for query in [
+        "create table copied as select * from gpu_hours",
+        "insert into gpu_hours (team) values ('nlp')",
+        "drop table gpu_hours",
+        "CREATE EXTERNAL TABLE pw (line varchar) STORED AS CSV LOCATION '/etc/passwd'",
+        "COPY (select * from gpu_hours) TO '/tmp/gpuledger-pg-leak.csv' STORED AS CSV",
+        "SET datafusion.execution.target_partitions = 1",
+    ] {
+        assert_eq!(psql_sqlstate(&server, &admin, query), "42501", "{query}");
+    }
+    assert!(!std::path::Path::new("/tmp/gpuledger-pg-leak.csv").exists());
+    assert_eq!(
+        psql_sqlstate(&server, &admin, "select * from '/etc/passwd'"),
+        "42P01"
+    );
+
+    // The same refusal over the extended protocol, at Parse.
+    let printed = psycopg(
+        &server,
+        &admin,
+        r#"
+import sys, psycopg
+with psycopg.connect(sys.argv[1]) as conn:
+    for query in ["create table copied as select * from gpu_hours where team = %s",
+                  "CREATE EXTERNAL TABLE pw (line varchar) STORED AS CSV LOCATION '/etc/passwd'"]:
+        try:
+            conn.execute(query, (1,) if "%s" in query else None)
+        except psycopg.Error as error:
+            print(error.sqlstate)
+            conn.rollback()
+"#,
+    );
+    assert_eq!(printed, "42501\n42501\n");
+
+    // A wrong token, and a token that may not query.
+    assert_eq!(
+        startup_error(&server, "glt_0000_nonsense"),
+        ("FATAL".to_string(), "28P01".to_string())
+    );
+    assert_eq!(startup_error(&server, &collector).1, "42501");
+}
+
+#[test]
+fn psql_connects_over_tls_with_sslmode_require() {
+    let ledger = ledgers().remove(0);
+    load_worked_example(&ledger);
+    let reader = ledger.token("read", None);
+    let dir = ledger.dir.path();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("run openssl");
+    assert!(made.status.success(), "{}", describe(&made));
+    let server = ledger.serve(&[
+        "--pg-tls-cert",
+        cert.to_str().unwrap(),
+        "--pg-tls-key",
+        key.to_str().unwrap(),
+    ]);
+
+    let out = psql(
+        &server,
+        &reader,
+        "require",
+        &["\\conninfo", "select count(*) as n from allocations"],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("SSL connection (protocol: TLSv1."),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("n\n3\n(1 row)\n"), "{stdout}");
+}
