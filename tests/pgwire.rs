@@ -244,7 +244,7 @@ fn a_team_token_sees_its_rows_only_and_nothing_but_queries_runs() {
     ] {
         assert_eq!(
             psql_ok(&server, &nlp, &["\\pset tuples_only on", query]),
-            "Tuples only is on.\nnlp\n",
+            "nlp\n",
             "{query}"
         );
     }
@@ -259,7 +259,7 @@ fn a_team_token_sees_its_rows_only_and_nothing_but_queries_runs() {
                (select hour from gpu_hours where team = 'vision')"
             ]
         ),
-        "Tuples only is on.\n0\n"
+        "0\n"
     );
     // Tables without teams are not there, not in the catalogs either.
     assert_eq!(
@@ -276,7 +276,7 @@ fn a_team_token_sees_its_rows_only_and_nothing_but_queries_runs() {
                 "select count(*) from pg_catalog.pg_tables where tablename = 'billing_lines'"
             ]
         ),
-        "Tuples only is on.\n0\n0\n"
+        "0\n0\n"
     );
     // A team's tables are views of its rows.
     let views = psql_ok(&server, &nlp, &["\\dv"]);
