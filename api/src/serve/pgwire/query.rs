@@ -2,17 +2,22 @@
 //! datafusion-postgres's rewrites of catalog queries), `SET`/`SHOW`/`BEGIN`… are answered by
 //! datafusion-postgres's hooks, and everything else is planned, refused unless it only reads,
 //! and run under the SQL limits of `serve`, like `POST /v1/sql`.
+//!
+//! DataFusion calls a table function while planning, with literal arguments: a prepared
+//! `team_costs($1, $2)` is planned once its parameters are bound, with their values in place.
 
 use std::fmt::Debug;
+use std::ops::ControlFlow;
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ParamValues;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast;
+use datafusion::sql::unparser::Unparser;
 use datafusion_postgres::arrow_pg::datatypes::df::deserialize_parameters_with_server_types;
 use datafusion_postgres::arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
 use datafusion_postgres::datafusion_pg_catalog::sql::PostgresCompatibilityParser;
@@ -24,7 +29,7 @@ use gpuledger_query::QueryError;
 use gpuledger_query::user_query::{self, refuse_unless_read_only};
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
-use pgwire::api::results::{FieldInfo, QueryResponse, Response};
+use pgwire::api::results::{DescribePortalResponse, FieldInfo, QueryResponse, Response};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, Type};
@@ -36,7 +41,60 @@ use super::{Connection, catalog, pg_error};
 use crate::error::ApiError;
 
 /// A parsed statement as datafusion-postgres keeps it: its text, and the statement with its plan.
-pub type Statement = (String, Option<(ast::Statement, LogicalPlan)>);
+type Planned = (String, Option<(ast::Statement, LogicalPlan)>);
+
+/// A statement of the extended protocol.
+#[derive(Debug, Clone)]
+pub enum Statement {
+    Planned(Planned),
+    /// A statement with parameters that does not plan without their values (a table
+    /// function's arguments): planned once they are bound.
+    Unplanned(ast::Statement),
+}
+
+/// The highest `$n` in `statement`: how many parameters it takes.
+fn parameter_count(statement: &ast::Statement) -> usize {
+    let mut count = 0;
+    let _ = ast::visit_expressions(statement, |expr| {
+        if let ast::Expr::Value(value) = expr
+            && let ast::Value::Placeholder(name) = &value.value
+            && let Ok(n) = name.trim_start_matches('$').parse::<usize>()
+        {
+            count = count.max(n);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    count
+}
+
+/// `statement` with each `$n` replaced by the literal of its value.
+fn with_values(
+    mut statement: ast::Statement,
+    values: &ParamValues,
+) -> PgWireResult<ast::Statement> {
+    let ParamValues::List(values) = values else {
+        return Ok(statement);
+    };
+    let unparser = Unparser::default();
+    let mut failed = None;
+    let _ = ast::visit_expressions_mut(&mut statement, |expr| {
+        if let ast::Expr::Value(value) = expr
+            && let ast::Value::Placeholder(name) = &value.value
+            && let Ok(n) = name.trim_start_matches('$').parse::<usize>()
+            && let Some(value) = n.checked_sub(1).and_then(|i| values.get(i))
+        {
+            match unparser.expr_to_sql(&Expr::Literal(value.value.clone(), None)) {
+                Ok(literal) => *expr = literal,
+                Err(error) => failed = Some(error),
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    match failed {
+        Some(error) => Err(pg_error(QueryError::from(error).into())),
+        None => Ok(statement),
+    }
+}
 
 /// What a connection queries once its token is known.
 pub struct Session {
@@ -210,8 +268,15 @@ impl ExtendedQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let session = session(&self.session)?;
-        let (_, Some((statement, plan))) = &portal.statement.statement else {
-            return Ok(Response::EmptyQuery);
+        let (statement, plan) = match &portal.statement.statement {
+            Statement::Planned((_, Some((statement, plan)))) => (statement, plan),
+            Statement::Planned((_, None)) => return Ok(Response::EmptyQuery),
+            Statement::Unplanned(statement) => {
+                let plan = plan_with_values(session, portal, statement).await?;
+                return self
+                    .run(client, &session.ctx, plan, &portal.result_column_format)
+                    .await;
+            }
         };
         // The hooks' statements (SET, SHOW, BEGIN, …) take no parameters.
         let no_parameters = ParamValues::List(Vec::new());
@@ -231,6 +296,50 @@ impl ExtendedQueryHandler for Connection {
         self.run(client, &session.ctx, plan, &portal.result_column_format)
             .await
     }
+
+    async fn do_describe_portal<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Statement>,
+    ) -> PgWireResult<DescribePortalResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let format = &portal.result_column_format;
+        let fields = match &portal.statement.statement {
+            Statement::Unplanned(statement) => {
+                let session = session(&self.session)?;
+                let plan = plan_with_values(session, portal, statement).await?;
+                arrow_schema_to_pg_fields(plan.schema().as_arrow(), format, None)?
+            }
+            planned => self.parser.get_result_schema(planned, Some(format))?,
+        };
+        Ok(DescribePortalResponse::new(fields))
+    }
+}
+
+/// An unplanned statement, planned with the portal's parameter values in place, if it reads.
+async fn plan_with_values(
+    session: &Session,
+    portal: &Portal<Statement>,
+    statement: &ast::Statement,
+) -> PgWireResult<LogicalPlan> {
+    // Sent as text, parameters of unknown type arrive as strings; the function parses them.
+    let unknown = vec![Type::UNKNOWN; parameter_count(statement)];
+    let unknown: Vec<Option<&Type>> = unknown.iter().map(Some).collect();
+    let values = deserialize_parameters_with_server_types(portal, &[], &unknown)?;
+    let statement = with_values(statement.clone(), &values)?;
+    let plan = session
+        .ctx
+        .state()
+        .statement_to_plan(DfStatement::Statement(Box::new(statement)))
+        .await
+        .map_err(|error| pg_error(QueryError::from(error).into()))?;
+    refuse_unless_read_only(&plan).map_err(|error| pg_error(error.into()))?;
+    Ok(plan)
 }
 
 /// The portal's parameter values, typed as the client sent them, else as the plan infers them.
@@ -239,9 +348,10 @@ fn bind_parameters(
     portal: &Portal<Statement>,
     plan: &LogicalPlan,
 ) -> PgWireResult<ParamValues> {
-    let wire_types = session
-        .parser
-        .get_parameter_types(&portal.statement.statement)?;
+    let Statement::Planned(planned) = &portal.statement.statement else {
+        unreachable!("bound after planning")
+    };
+    let wire_types = session.parser.get_parameter_types(planned)?;
     let wire_types: Vec<Option<&Type>> = wire_types.iter().map(Some).collect();
     let mut inferred: Vec<(String, Option<DataType>)> = plan
         .get_parameter_types()
@@ -286,28 +396,45 @@ impl QueryParser for ReadOnlyParser {
         let session = session(&self.session)?;
         let parsed = match session.parser.parse_sql(client, sql, types).await {
             Ok(parsed) => parsed,
-            Err(error) => return Err(parse_error(&session.ctx, sql, error).await),
+            Err(error) => {
+                if let Ok(mut statements) = session.sql_parser.parse(sql)
+                    && statements.len() == 1
+                    && parameter_count(&statements[0]) > 0
+                {
+                    let statement = statements.remove(0);
+                    refuse_engine_settings(&statement)?;
+                    return Ok(Some(Statement::Unplanned(statement)));
+                }
+                return Err(parse_error(&session.ctx, sql, error).await);
+            }
         };
         if let Some((_, Some((statement, plan)))) = &parsed {
             refuse_engine_settings(statement)?;
             refuse_unless_read_only(plan).map_err(|error| pg_error(error.into()))?;
         }
-        Ok(parsed)
+        Ok(parsed.map(Statement::Planned))
     }
 
     fn get_parameter_types(&self, statement: &Statement) -> PgWireResult<Vec<Type>> {
-        session(&self.session)?
-            .parser
-            .get_parameter_types(statement)
+        match statement {
+            Statement::Planned(planned) => {
+                session(&self.session)?.parser.get_parameter_types(planned)
+            }
+            Statement::Unplanned(statement) => Ok(vec![Type::UNKNOWN; parameter_count(statement)]),
+        }
     }
 
+    /// An unplanned statement's columns are known once its portal is described.
     fn get_result_schema(
         &self,
         statement: &Statement,
         column_format: Option<&Format>,
     ) -> PgWireResult<Vec<FieldInfo>> {
-        session(&self.session)?
-            .parser
-            .get_result_schema(statement, column_format)
+        match statement {
+            Statement::Planned(planned) => session(&self.session)?
+                .parser
+                .get_result_schema(planned, column_format),
+            Statement::Unplanned(_) => Ok(Vec::new()),
+        }
     }
 }
