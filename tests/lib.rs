@@ -23,3 +23,4 @@ mod spot;
 mod training;
 mod unit_economics;
 mod value;
+mod web;

@@ -163,3 +163,29 @@ impl<S: Send + Sync> FromRequestParts<S> for Principal {
             .ok_or(ApiError::Unauthenticated)
     }
 }
+
+/// Who a token is: what the dashboard needs to know to show the right pages.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Me {
+    /// `read`, `ingest` or `admin`.
+    pub scope: String,
+    /// The team this token is limited to; `null` for a token that sees every team.
+    pub team: Option<String>,
+}
+
+/// The caller's token: its scope and team.
+#[utoipa::path(
+    get,
+    path = "/v1/me",
+    tag = "tokens",
+    responses(
+        (status = 200, body = Me),
+        (status = 401, description = "No valid token", body = crate::error::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn me(principal: Principal) -> axum::Json<Me> {
+    axum::Json(Me {
+        scope: principal.permission.name().into(),
+        team: principal.team,
+    })
+}

@@ -7,8 +7,10 @@
 //! - `costs.rs`: `/v1/costs` and the ledger's table functions over a window;
 //! - `ingest.rs`: `POST /v1/ingest/{source}` and the Prometheus remote-write receiver;
 //! - `scrape.rs`: the scrape targets `serve` fetches on their interval;
+//! - `ledger.rs`: the ledger's balance over a window;
 //! - `metrics.rs`: the service's own Prometheus metrics;
-//! - `pgwire/`: the PostgreSQL wire protocol (psql, DBeaver, Grafana), on its own port.
+//! - `pgwire/`: the PostgreSQL wire protocol (psql, DBeaver, Grafana), on its own port;
+//! - `web.rs`: the dashboard (`web/`), at `/`.
 //!
 //! Every handler is annotated for the OpenAPI document served at `/openapi.json`; the reference
 //! page at `/docs` is Swagger UI, bundled in the binary.
@@ -19,11 +21,13 @@ mod budgets;
 mod costs;
 mod health;
 mod ingest;
+mod ledger;
 pub mod metrics;
 mod objects;
 mod scrape;
 mod pgwire;
 mod sql;
+mod web;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -160,12 +164,15 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
-/// The whole application: the API, its document and reference page, health and metrics.
+/// The whole application: the API, its document and reference page, health, metrics and the
+/// dashboard.
 pub fn app(state: AppState) -> Router {
     let (api, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(sql::query))
         .routes(routes!(ingest::ingest_file))
         .routes(routes!(ingest::prom_write))
+        .routes(routes!(auth::me))
+        .routes(routes!(ledger::balance_report))
         .routes(routes!(objects::list, objects::create))
         .routes(routes!(objects::get, objects::replace, objects::delete))
         .routes(routes!(budgets::list, budgets::create))
@@ -191,6 +198,7 @@ pub fn app(state: AppState) -> Router {
         .merge(api)
         .merge(open)
         .merge(SwaggerUi::new("/docs").url("/openapi.json", openapi))
+        .fallback(web::asset)
         .layer(middleware::from_fn_with_state(
             state.clone(),
             count_requests,

@@ -1,0 +1,217 @@
+// The dashboard in a real browser (Debian's chromium, driven by playwright-core), against a
+// `gpuledger serve` loaded with the worked example of docs/ledger.md. tests/web.rs starts the
+// server and runs this script; it prints what it checked and exits non-zero on the first failure.
+//
+// Environment: GPULEDGER_URL, ADMIN_TOKEN, TEAM_TOKEN (a read token of team nlp),
+// SCREENSHOTS (a directory), CHROMIUM (default /usr/bin/chromium).
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+// The budgets endpoints come from another branch. Until they are merged, a 404 from
+// GET /v1/budgets skips the budget-form check (saying so) instead of failing it.
+// TODO(lead): set to false once /v1/budgets is on main.
+const BUDGETS_MAY_BE_MISSING = true;
+
+const base = process.env.GPULEDGER_URL;
+const admin = process.env.ADMIN_TOKEN;
+const team = process.env.TEAM_TOKEN;
+const shots = process.env.SCREENSHOTS;
+// The worked example is one day, 2026-11-02: every page shows November 2026.
+const PERIOD = 'from=2026-11-01&to=2026-12-01';
+
+mkdirSync(shots, { recursive: true });
+const profile = mkdtempSync(join(tmpdir(), 'gpuledger-chromium-'));
+
+async function apiCall(path, { token = admin, method = 'GET', body } = {}) {
+  const response = await fetch(base + path, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  return { status: response.status, body: response.status === 204 ? null : await response.json().catch(() => null) };
+}
+
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  viewport: { width: 1280, height: 900 },
+  acceptDownloads: true,
+});
+
+const budgetsPresent = (await apiCall('/v1/budgets')).status !== 404;
+const reportsPresent = (await apiCall('/v1/reports/runs')).status !== 404;
+
+/** Console errors and uncaught exceptions, per page; 404s of endpoints this server lacks are expected. */
+const problems = [];
+function watch(page, who) {
+  page.on('console', (message) => {
+    if (message.type() !== 'error') return;
+    const url = message.location().url || '';
+    const absent = (!budgetsPresent && url.includes('/v1/budgets')) || (!reportsPresent && url.includes('/v1/reports'));
+    if (!absent) problems.push(`[${who} ${page.url()}] console: ${message.text()} ${url}`);
+  });
+  page.on('pageerror', (error) => problems.push(`[${who} ${page.url()}] exception: ${error.message}`));
+}
+
+/** Opens a page of the dashboard and waits until every figure has loaded. */
+async function open(page, hash) {
+  await page.goto(`${base}/#/${hash}`);
+  await page.locator('.page').waitFor();
+  await page.waitForFunction(() => !document.querySelector('[aria-busy="true"], .loading'));
+  // A missing value shows as a dash, never as the word a JavaScript null prints as.
+  assert.ok(!/\bnull\b|undefined|NaN/.test(await page.locator('main').innerText()), `${hash} shows null, undefined or NaN`);
+}
+
+async function signIn(page, token) {
+  await page.goto(`${base}/#/overview?${PERIOD}`);
+  await page.getByLabel('API token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.locator('#who-text').waitFor();
+}
+
+let checks = 0;
+const ok = (what) => { checks += 1; console.log(`ok ${checks} - ${what}`); };
+
+try {
+  // Sign in, with a wrong token first.
+  const page = context.pages()[0] || await context.newPage();
+  watch(page, 'admin');
+  await page.goto(`${base}/#/overview?${PERIOD}`);
+  await page.getByLabel('API token').fill('glt_0000_wrong');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByText('That token is not valid').waitFor();
+  problems.length = 0; // the 401 of the wrong token is this step's point
+  await signIn(page, admin);
+  assert.equal(await page.locator('#who-text').textContent(), 'admin token · all teams');
+  ok('signs in with an admin token (and refuses a wrong one)');
+
+  // Overview: the totals are the API's, for the query the page links to.
+  await open(page, `overview?${PERIOD}`);
+  const shown = await page.$$eval('#teams tbody tr', (rows) => rows.map((row) => [
+    row.querySelector('[data-key="team"]').dataset.value,
+    Number(row.querySelector('[data-key="total_cost"]').dataset.value),
+  ]));
+  const link = await page.locator('#teams .show-query').getAttribute('href');
+  const query = new URLSearchParams(link.split('?')[1]).get('q');
+  const answer = await apiCall('/v1/sql', { method: 'POST', body: { query } });
+  assert.equal(answer.status, 200);
+  assert.deepEqual(shown, answer.body.map((r) => [r.team, r.total_cost]));
+  // By hand (docs/ledger.md): nlp 40.728, vision 23.064, unattributed 5.208.
+  assert.deepEqual(shown.map(([t, c]) => [t, Math.round(c * 1000) / 1000]),
+    [['nlp', 40.728], ['vision', 23.064], ['unattributed', 5.208]]);
+  const teamTotal = Number(await page.locator('[data-figure="team-total"]').getAttribute('data-value'));
+  assert.ok(Math.abs(teamTotal - 69.0) < 1e-9, `team total ${teamTotal}`);
+  // Teams 69.00 + unallocated 49.20 (reserved 9.60, unexplained 33.20, fault 6.40) = 118.20.
+  assert.equal(await page.locator('[data-figure="total"] .tile-value').textContent(), '118.20');
+  assert.match(await page.locator('[data-figure="balanced"]').textContent(), /^Balanced/);
+  assert.deepEqual(await page.$$eval('#unallocated tbody [data-key="class"]', (cells) => cells.map((c) => c.dataset.value)),
+    ['unexplained', 'reserved', 'fault']);
+  await page.screenshot({ path: join(shots, 'overview.png'), fullPage: true });
+  ok('overview: team totals equal POST /v1/sql of the linked query; 118.20 in all; balanced');
+
+  // "Show query" opens the SQL page on the same numbers; its CSV downloads.
+  await page.locator('#teams .show-query').click();
+  await page.locator('#sql-result table').waitFor();
+  assert.equal(await page.locator('#sql-result tbody tr').count(), 3);
+  const [csv] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download CSV' }).click()]);
+  const text = readFileSync(await csv.path(), 'utf8');
+  assert.equal(text.split('\n')[0], 'team,gpu_hours,direct_cost,allocated_idle_cost,shared_cost,total_cost');
+  assert.equal(text.trim().split('\n').length, 4);
+  await page.screenshot({ path: join(shots, 'sql.png'), fullPage: true });
+  ok('show query opens the SQL page with the same 3 rows; CSV downloads with a header and 3 rows');
+
+  // Idle: one day with data, and on it all five classes are non-zero: five bars.
+  await open(page, `idle?${PERIOD}`);
+  assert.equal(await page.locator('#idle-daily svg.chart rect.mark').count(), 5);
+  assert.equal(await page.locator('#idle-nodes tbody tr').count(), 2); // n1 and n2 had unexplained idle
+  await page.screenshot({ path: join(shots, 'idle.png'), fullPage: true });
+  ok('idle chart renders five stacked bars for 2026-11-02; two nodes with unexplained idle');
+
+  for (const [name, hash] of [['unit', `unit?${PERIOD}`], ['training', `training?${PERIOD}`],
+    ['reports', 'reports'], ['value_mapping', 'value_mapping'], ['reservation', 'reservation']]) {
+    await open(page, hash);
+    await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+  }
+  assert.equal(await page.locator('#unit-models').count(), 0); // left the unit page; sanity of navigation
+  ok('unit economics, training, reports, value mappings and reservations pages load');
+
+  // A reservation made through the form is in the API.
+  await open(page, 'reservation');
+  await page.getByRole('button', { name: 'New reservation' }).click();
+  await page.getByLabel(/^Name/).fill('n2-maintenance');
+  await page.getByLabel('Cluster').fill('demo');
+  await page.getByLabel('Node').fill('n2');
+  await page.getByLabel('From').fill('2026-11-03T00:00:00Z');
+  await page.getByLabel(/^To\b/).fill('2026-11-04T00:00:00Z');
+  await page.getByLabel('Reason').selectOption('maintenance');
+  await page.getByRole('button', { name: 'Create' }).click();
+  await page.getByText('Created n2-maintenance.').waitFor();
+  const reservation = await apiCall('/v1/objects/reservation/n2-maintenance');
+  assert.equal(reservation.status, 200);
+  assert.equal(reservation.body.spec.reason, 'maintenance');
+  ok('a reservation created through the form is in GET /v1/objects/reservation/n2-maintenance');
+
+  // Budgets (from the budgets branch): a budget made through the form is in the API.
+  if (!budgetsPresent && BUDGETS_MAY_BE_MISSING) {
+    console.log('ok - SKIPPED budget form: GET /v1/budgets returned 404 (the budgets endpoints are not on this branch)');
+  } else {
+    await open(page, 'budgets');
+    await page.getByRole('button', { name: 'New budget' }).click();
+    await page.getByLabel(/^Name/).fill('nlp-monthly');
+    await page.getByLabel('Applies to').selectOption('team');
+    await page.getByLabel('Team, namespace or cost centre').fill('nlp');
+    await page.getByLabel('Monthly amount').fill('1000');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await page.getByText('Created nlp-monthly.').waitFor();
+    const budget = await apiCall('/v1/budgets/nlp-monthly');
+    assert.equal(budget.status, 200);
+    assert.deepEqual([budget.body.spec.team, budget.body.spec.amount, budget.body.spec.currency], ['nlp', 1000, 'USD']);
+    assert.deepEqual(budget.body.spec.thresholds, [50, 80, 100]);
+    await page.screenshot({ path: join(shots, 'budgets.png'), fullPage: true });
+    ok('a budget created through the form is in GET /v1/budgets/nlp-monthly');
+  }
+
+  // A team token sees its team only, and is not offered what covers every team.
+  const teamPage = await context.newPage(); // a new tab: its own sessionStorage, so signed out
+  watch(teamPage, 'nlp');
+  await signIn(teamPage, team);
+  assert.equal(await teamPage.locator('#who-text').textContent(), 'read token · team nlp');
+  await open(teamPage, `overview?${PERIOD}`);
+  const teams = await teamPage.$$eval('#teams tbody [data-key="team"]', (cells) => cells.map((c) => c.dataset.value));
+  assert.deepEqual(teams, ['nlp']);
+  assert.equal(await teamPage.locator('#balance, #unallocated').count(), 0);
+  await open(teamPage, `sql?q=${encodeURIComponent('SELECT DISTINCT team FROM cost_entries WHERE team IS NOT NULL')}`);
+  await teamPage.locator('#sql-result table').waitFor();
+  assert.deepEqual(await teamPage.$$eval('#sql-result tbody td', (cells) => cells.map((c) => c.textContent)), ['nlp']);
+  await open(teamPage, `idle?${PERIOD}`);
+  assert.ok(!(await teamPage.locator('main').textContent()).includes('vision'));
+  await teamPage.goto(`${base}/#/overview?${PERIOD}`);
+  await open(teamPage, `overview?${PERIOD}`);
+  await teamPage.screenshot({ path: join(shots, 'overview-team-nlp.png'), fullPage: true });
+  ok('a team token sees nlp only, in the overview and in its own SQL');
+
+  // A narrow screen: the overview still fits.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await open(page, `overview?${PERIOD}`);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 0, `the page is ${overflow}px wider than a phone`);
+  await page.screenshot({ path: join(shots, 'overview-phone.png'), fullPage: true });
+  ok('the overview fits a 390px-wide screen');
+
+  assert.deepEqual(problems, []);
+  ok('no console errors or exceptions on any page');
+  console.log(`${checks} passed, 0 failed`);
+} catch (error) {
+  console.error(`not ok - ${error.stack || error}`);
+  if (problems.length) console.error(problems.join('\n'));
+  process.exitCode = 1;
+} finally {
+  await context.close();
+  rmSync(profile, { recursive: true, force: true });
+}

@@ -1,0 +1,139 @@
+// Overview: what each team spent in the period against its budget, the run-rate forecast, the
+// money no team holds (reserved, unexplained and fault idle), and the ledger's balance.
+
+import { h, format, notice } from '../lib/dom.js';
+import { api, ApiError } from '../lib/api.js';
+import { args, elapsed } from '../lib/period.js';
+import { figure, tile, queryLink } from '../lib/figure.js';
+import { table } from '../lib/table.js';
+import { chart } from '../lib/chart.js';
+
+export const teamCostsQuery = (period) =>
+  `SELECT team, gpu_hours, direct_cost, allocated_idle_cost, shared_cost, total_cost\n` +
+  `FROM team_costs(${args(period)})\nORDER BY total_cost DESC`;
+
+// `gpu_hours > 0` also keeps out the all-NULL rows that idle_summary gives for classes the
+// class filter excludes (the filter is pushed below its global aggregates).
+const unallocatedQuery = (period) =>
+  `SELECT class, reason, gpu_hours, cost\nFROM idle_summary(${args(period)})\n` +
+  `WHERE class IN ('reserved', 'unexplained', 'fault') AND gpu_hours > 0\nORDER BY cost DESC`;
+
+const accountedQuery = ({ from, to }) =>
+  `SELECT bucket, sum(amount) AS amount\nFROM cost_entries\n` +
+  `WHERE day >= TIMESTAMP '${from} 00:00:00' AND day < TIMESTAMP '${to} 00:00:00'\nGROUP BY bucket\nORDER BY amount DESC`;
+
+/** Budgets with their status, or null when this server has none (an older server: 404). */
+async function budgetsOrNull() {
+  try {
+    return await api('/v1/budgets');
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) return null;
+    throw error;
+  }
+}
+
+/** Spend → end-of-period forecast at the period's run rate so far. */
+function runRate(spend, period) {
+  const { total, past } = elapsed(period);
+  return past > 0 && past < total ? (spend / past) * total : spend;
+}
+
+function budgetFor(budgets, team) {
+  return (budgets || []).find((b) => b.spec && b.spec.team === team);
+}
+
+function balanceCard(period) {
+  const body = h('div', { class: 'figure-body' }, h('p', { class: 'loading' }, 'Loading…'));
+  api(`/v1/ledger/balance?from=${period.from}&to=${period.to}`).then((b) => {
+    const row = (label, value) => h('tr', {}, h('th', { scope: 'row' }, label), h('td', { class: 'num' }, format(value, 'money')));
+    body.replaceChildren(
+      h('p', { class: `badge ${b.balanced ? 'ok' : 'over'}`, dataset: { figure: 'balanced' } },
+        b.balanced ? 'Balanced: every billed cent is accounted for' : 'Does not balance: rebuild the ledger for this period'),
+      h('table', { class: 'pairs' }, h('tbody', {},
+        row('Billed (effective cost)', b.billed), row('Manual costs', b.manual), row('Rate card (unbilled GPU time)', b.rate_card),
+        row('Expected', b.expected), row('Accounted (cost entries)', b.accounted), row('Difference', b.difference))));
+  }, (error) => body.replaceChildren(notice(error.message, 'error')));
+  return h('section', { class: 'card', id: 'balance' },
+    h('header', { class: 'card-head' }, h('h2', {}, 'Ledger balance'),
+      h('a', { class: 'show-query', href: queryLink(accountedQuery(period)) }, 'Show query')),
+    body);
+}
+
+export default async function overview({ period, me }) {
+  const scoped = Boolean(me.team);
+  const budgets = await budgetsOrNull();
+  const tiles = h('div', { class: 'tiles', id: 'totals' });
+  const teams = figure('Spend by team', teamCostsQuery(period), (rows) => {
+    const withBudget = rows.map((r) => {
+      const budget = budgetFor(budgets, r.team);
+      const status = budget && budget.status;
+      return {
+        ...r,
+        forecast: status && status.forecast != null ? status.forecast : runRate(r.total_cost, period),
+        budget: budget ? budget.spec.amount : null,
+        percent_used: status ? status.percent_used / 100 : null,
+        state: status ? status.state : null,
+      };
+    });
+    return [
+      chart({
+        labels: rows.map((r) => r.team),
+        series: [
+          { name: 'Spend', values: withBudget.map((r) => r.total_cost) },
+          { name: 'Forecast', values: withBudget.map((r) => r.forecast) },
+          ...(budgets ? [{ name: 'Budget', values: withBudget.map((r) => r.budget) }] : []),
+        ],
+        unit: 'money',
+        label: 'Spend, forecast and budget per team',
+      }),
+      table(withBudget, {
+        caption: 'Spend by team',
+        columns: [
+          { key: 'team', label: 'Team' },
+          { key: 'gpu_hours', label: 'GPU-hours', format: 'number' },
+          { key: 'direct_cost', label: 'Direct', format: 'money' },
+          { key: 'allocated_idle_cost', label: 'Allocated idle', format: 'money' },
+          { key: 'shared_cost', label: 'Shared', format: 'money' },
+          { key: 'total_cost', label: 'Total', format: 'money' },
+          { key: 'forecast', label: 'Forecast', format: 'money' },
+          { key: 'budget', label: 'Budget', format: 'money' },
+          { key: 'percent_used', label: 'Budget used', format: 'percent' },
+          { key: 'state', label: 'State', render: (r) => (r.state ? h('span', { class: `badge ${r.state}` }, r.state) : '—') },
+        ],
+        empty: 'No team has costs in this period.',
+      }),
+      budgets ? null : h('p', { class: 'note' }, 'Budgets are not available on this server.'),
+    ];
+  }, { id: 'teams', note: 'Forecast: the budget\'s own, else spend so far at the period\'s run rate.' });
+
+  const sections = [tiles, teams];
+  let unallocated = Promise.resolve(null);
+  if (!scoped) {
+    const idle = figure('Unallocated: intentional and unexplained idle, faults', unallocatedQuery(period), (rows) => table(rows, {
+      caption: 'Unallocated cost',
+      columns: [
+        { key: 'class', label: 'Class' }, { key: 'reason', label: 'Reason' },
+        { key: 'gpu_hours', label: 'GPU-hours', format: 'number' }, { key: 'cost', label: 'Cost', format: 'money' },
+      ],
+      empty: 'No unallocated GPU time in this period.',
+    }), { id: 'unallocated' });
+    unallocated = idle.ready;
+    sections.push(idle, balanceCard(period));
+  } else {
+    sections.push(notice(`This token sees team ${me.team} only: unallocated idle and the ledger balance cover every team.`));
+  }
+
+  Promise.all([teams.ready, unallocated]).then(([teamRows, idleRows]) => {
+    if (!teamRows) return;
+    const teamTotal = teamRows.reduce((sum, r) => sum + (r.total_cost || 0), 0);
+    const idleTotal = (idleRows || []).reduce((sum, r) => sum + (r.cost || 0), 0);
+    tiles.replaceChildren(...[
+      tile(scoped ? `Team ${me.team}` : 'Teams', format(teamTotal, 'money'), { name: 'team-total', href: queryLink(teamCostsQuery(period)) }),
+      scoped ? null : tile('Unallocated', format(idleTotal, 'money'), { name: 'unallocated-total', href: queryLink(unallocatedQuery(period)) }),
+      scoped ? null : tile('Total', format(teamTotal + idleTotal, 'money'), { name: 'total' }),
+      tile('Forecast (run rate)', format(runRate(teamTotal + idleTotal, period), 'money'), { name: 'forecast' }),
+    ].filter(Boolean));
+    tiles.querySelector('[data-figure="team-total"]').dataset.value = teamTotal;
+  });
+  return sections;
+}
