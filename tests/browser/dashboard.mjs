@@ -175,6 +175,16 @@ try {
     assert.deepEqual(budget.body.spec.thresholds, [50, 80, 100]);
     await page.screenshot({ path: join(shots, 'budgets.png'), fullPage: true });
     ok('a budget created through the form is in GET /v1/budgets/nlp-monthly');
+
+    // The overview sets it beside nlp's November spend: 40.728 of 1,000 is 4.0728 % used.
+    await open(page, `overview?${PERIOD}`);
+    const nlp = page.locator('#teams tbody tr', { hasText: 'nlp' });
+    assert.equal(Number(await nlp.locator('[data-key="budget"]').getAttribute('data-value')), 1000);
+    const used = Number(await nlp.locator('[data-key="percent_used"]').getAttribute('data-value'));
+    assert.ok(Math.abs(used - 0.040728) < 1e-6, `percent used ${used}`);
+    assert.equal(await nlp.locator('[data-key="state"]').getAttribute('data-value'), 'ok');
+    await page.screenshot({ path: join(shots, 'overview-budget.png'), fullPage: true });
+    ok('the overview shows nlp at 4.07 % of its 1,000 budget for November');
   }
 
   // A team token sees its team only, and is not offered what covers every team.

@@ -29,22 +29,23 @@ function specOf(values) {
   return spec;
 }
 
-function statusMeter(status) {
+/** Spend and forecast against the amount, with a mark at each threshold (default 50, 80, 100 %). */
+function statusMeter(status, thresholds = [50, 80, 100]) {
   if (!status) return '—';
   return meter({
     value: status.spend_to_date,
     of: status.amount,
     forecast: status.forecast,
-    markers: status.thresholds || [],
+    markers: thresholds,
     label: `${format(status.spend_to_date, 'money')} spent, ${format(status.forecast, 'money')} forecast of ${format(status.amount, 'money')}`,
   });
 }
 
-function statusCard(status) {
+function statusCard(status, thresholds) {
   const pair = (label, value) => h('tr', {}, h('th', { scope: 'row' }, label), h('td', {}, value));
   return h('section', { class: 'card', id: 'budget-status', 'aria-labelledby': 'budget-status-title' },
     h('h2', { id: 'budget-status-title' }, `${status.budget}, ${status.month}`),
-    statusMeter(status),
+    statusMeter(status, thresholds),
     h('table', { class: 'pairs' }, h('tbody', {},
       pair('Budget', `${format(status.amount, 'money')} ${status.currency}`),
       pair('Spend to date', format(status.spend_to_date, 'money')),
@@ -85,10 +86,10 @@ export default async function budgets({ me }) {
           { key: 'spend_to_date', label: 'Spend to date', format: 'money' },
           { key: 'forecast', label: 'Forecast', format: 'money' },
           { key: 'state', label: 'State', render: (r) => (r.state ? h('span', { class: `badge ${r.state}` }, r.state) : '—') },
-          { key: 'meter', label: 'This month', render: (r) => statusMeter(r._budget.status) },
+          { key: 'meter', label: 'This month', render: (r) => statusMeter(r._budget.status, r._budget.spec.thresholds) },
         ],
         actions: (row) => [
-          h('button', { type: 'button', class: 'small', onclick: () => showStatus(row.name) }, 'Status', h('span', { class: 'sr-only' }, ` of ${row.name}`)),
+          h('button', { type: 'button', class: 'small', onclick: () => showStatus(row._budget) }, 'Status', h('span', { class: 'sr-only' }, ` of ${row.name}`)),
           canWrite ? h('button', { type: 'button', class: 'small', onclick: () => edit(row._budget) }, 'Edit', h('span', { class: 'sr-only' }, ` ${row.name}`)) : null,
           canWrite ? h('button', { type: 'button', class: 'small danger', onclick: () => remove(row.name) }, 'Delete', h('span', { class: 'sr-only' }, ` ${row.name}`)) : null,
         ],
@@ -97,9 +98,10 @@ export default async function budgets({ me }) {
     ].filter(Boolean));
   }
 
-  async function showStatus(name) {
+  async function showStatus(budget) {
     try {
-      detail.replaceChildren(statusCard(await api(`/v1/budgets/${encodeURIComponent(name)}/status`)));
+      const status = await api(`/v1/budgets/${encodeURIComponent(budget.name)}/status`);
+      detail.replaceChildren(statusCard(status, budget.spec.thresholds));
     } catch (error) {
       detail.replaceChildren(notice(error.message, 'error'));
     }

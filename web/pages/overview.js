@@ -22,14 +22,24 @@ const accountedQuery = ({ from, to }) =>
   `SELECT bucket, sum(amount) AS amount\nFROM cost_entries\n` +
   `WHERE day >= TIMESTAMP '${from} 00:00:00' AND day < TIMESTAMP '${to} 00:00:00'\nGROUP BY bucket\nORDER BY amount DESC`;
 
-/** Budgets with their status, or null when this server has none (an older server: 404). */
-async function budgetsOrNull() {
+/**
+ * Budgets, each with its status in the month the period ends in (at the period's last second, or
+ * now if that is later), or null when this server has no budgets (an older server: 404).
+ */
+async function budgetsOrNull(period) {
+  let budgets;
   try {
-    return await api('/v1/budgets');
+    budgets = await api('/v1/budgets');
   } catch (error) {
     if (error instanceof ApiError && error.status === 404) return null;
     throw error;
   }
+  const end = new Date(`${period.to}T00:00:00Z`).getTime() - 1000;
+  const at = new Date(Math.min(end, Date.now())).toISOString().replace(/\.\d+Z$/, 'Z');
+  return Promise.all(budgets.map(async (b) => ({
+    ...b,
+    status: await api(`/v1/budgets/${encodeURIComponent(b.name)}/status?at=${at}`),
+  })));
 }
 
 /** Spend → end-of-period forecast at the period's run rate so far. */
@@ -61,7 +71,7 @@ function balanceCard(period) {
 
 export default async function overview({ period, me }) {
   const scoped = Boolean(me.team);
-  const budgets = await budgetsOrNull();
+  const budgets = await budgetsOrNull(period);
   const tiles = h('div', { class: 'tiles', id: 'totals' });
   const teams = figure('Spend by team', teamCostsQuery(period), (rows) => {
     const withBudget = rows.map((r) => {
@@ -104,7 +114,7 @@ export default async function overview({ period, me }) {
       }),
       budgets ? null : h('p', { class: 'note' }, 'Budgets are not available on this server.'),
     ];
-  }, { id: 'teams', note: 'Forecast: the budget\'s own, else spend so far at the period\'s run rate.' });
+  }, { id: 'teams', note: 'Budgets are monthly: their figures are for the month the period ends in. Forecast: the budget\'s own, else spend so far at the period\'s run rate.' });
 
   const sections = [tiles, teams];
   let unallocated = Promise.resolve(null);
