@@ -201,7 +201,10 @@ try {
   assert.deepEqual(await teamPage.$$eval('#sql-result tbody td', (cells) => cells.map((c) => c.textContent)), ['nlp']);
   await open(teamPage, `idle?${PERIOD}`);
   assert.ok(!(await teamPage.locator('main').textContent()).includes('vision'));
-  await teamPage.goto(`${base}/#/overview?${PERIOD}`);
+  for (const hash of [`unit?${PERIOD}`, `training?${PERIOD}`, 'reports', 'budgets', 'value_mapping', 'reservation']) {
+    await open(teamPage, hash);
+    assert.ok(!(await teamPage.locator('main').textContent()).includes('vision'), `${hash} shows vision`);
+  }
   await open(teamPage, `overview?${PERIOD}`);
   await teamPage.screenshot({ path: join(shots, 'overview-team-nlp.png'), fullPage: true });
   ok('a team token sees nlp only, in the overview and in its own SQL');

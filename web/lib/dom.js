@@ -35,15 +35,18 @@ export function s(tag, attrs, ...children) {
 const money = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
 const number = new Intl.NumberFormat('en-US', { maximumFractionDigits: 2 });
 const percent = new Intl.NumberFormat('en-US', { style: 'percent', maximumFractionDigits: 1 });
+// Query results: enough digits to check a figure by hand, without binary floating-point noise.
+const decimal = new Intl.NumberFormat('en-US', { maximumFractionDigits: 6, useGrouping: false });
 
 const missing = (v) => v === null || v === undefined || Number.isNaN(v);
 
-/** Formats by kind: 'money', 'number', 'percent' (a share, 0.25 → 25 %), 'int', or text. */
+/** Formats by kind: 'money', 'number', 'decimal', 'percent' (a share, 0.25 → 25 %), 'int', or text. */
 export function format(value, kind) {
   if (missing(value)) return '—';
   switch (kind) {
     case 'money': return money.format(value);
     case 'number': return number.format(value);
+    case 'decimal': return decimal.format(value);
     case 'int': return Math.round(value).toLocaleString('en-US');
     case 'percent': return percent.format(value);
     case 'day': return String(value).slice(0, 10);

@@ -3,7 +3,7 @@
 
 import { h, format } from './dom.js';
 
-const NUMERIC = new Set(['money', 'number', 'int', 'percent']);
+const NUMERIC = new Set(['money', 'number', 'decimal', 'int', 'percent']);
 
 function compare(a, b) {
   if (a === b) return 0;
@@ -18,7 +18,9 @@ function compare(a, b) {
  * `actions(row)` adds a last cell of buttons. Sorting is by clicking (or Enter on) a header.
  */
 export function table(rows, { columns, caption, actions, empty = 'No rows.' } = {}) {
-  const cols = columns || Object.keys(rows[0] || {}).map((key) => ({ key, label: key }));
+  const cols = columns || Object.keys(rows[0] || {}).map((key) => ({
+    key, label: key, format: typeof rows[0][key] === 'number' ? 'decimal' : undefined,
+  }));
   if (rows.length === 0) return h('p', { class: 'empty' }, empty);
   let sortKey = null;
   let ascending = true;

@@ -33,7 +33,8 @@ function section(title, value) {
   return h('section', { class: 'report-section' }, h('h3', {}, title.replace(/_/g, ' ')), body);
 }
 
-export default async function reports({ params, navigate }) {
+export default async function reports({ params, navigate, me }) {
+  if (me.team) return notice(`Weekly reports cover the whole fleet: this token is limited to team ${me.team}.`);
   const chosen = WEEK.test(params.get('week') || '') ? params.get('week') : null;
   const weekInput = h('input', { id: 'report-week', name: 'week', value: chosen || lastWeek(), pattern: '\\d{4}-W\\d{2}', required: true, 'aria-describedby': 'report-week-help' });
   const pick = h('form', { class: 'inline', onsubmit: (e) => { e.preventDefault(); navigate('reports', { week: weekInput.value }); } },
