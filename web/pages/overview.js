@@ -86,7 +86,7 @@ export default async function overview({ period, me }) {
       };
     });
     return [
-      chart({
+      rows.length === 0 ? null : chart({
         labels: rows.map((r) => r.team),
         series: [
           { name: 'Spend', values: withBudget.map((r) => r.total_cost) },

@@ -1,6 +1,7 @@
 // Unit economics: what a million SLO-met tokens and one successful request cost, per model, how
 // that moved day by day, and how much of the money bought requests that missed their SLO.
 
+import { h } from '../lib/dom.js';
 import { args, days } from '../lib/period.js';
 import { figure } from '../lib/figure.js';
 import { table } from '../lib/table.js';
@@ -37,6 +38,7 @@ export default async function unit({ period }) {
       empty: 'No gateway requests in this period.',
     }), { id: 'unit-models', note: 'Only requests that succeeded and met their SLO count as output: throughput that breaks the SLO is not a saving.' }),
     figure('Cost per 1M SLO-met tokens, per day', trendQuery(period), (rows) => {
+      if (rows.length === 0) return h('p', { class: 'empty' }, 'No gateway requests in this period.');
       const models = [...new Set(rows.map((r) => r.model))];
       const at = new Map(rows.map((r) => [`${String(r.day).slice(0, 10)} ${r.model}`, r.cost_per_1m_slo_met_tokens]));
       return chart({
