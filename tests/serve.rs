@@ -405,3 +405,71 @@ fn health_metrics_openapi_and_the_reference_page() {
     // Every asset comes from the binary: no CDN.
     assert!(!html.contains("https://"), "{html}");
 }
+
+#[test]
+fn who_a_token_is_and_the_ledger_balance() {
+    let ledger = ledgers().remove(0);
+    load_worked_example(&ledger);
+    let admin = ledger.token("admin", None);
+    let nlp = ledger.token("read", Some("nlp"));
+    let server = ledger.serve(&[]);
+    let get = |token: &str, path: &str| {
+        let response = server
+            .http
+            .get(server.url(path))
+            .bearer_auth(token)
+            .send()
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json::<Value>().unwrap())
+    };
+
+    assert_eq!(
+        get(&admin, "/v1/me"),
+        (200, json!({"scope": "admin", "team": null}))
+    );
+    assert_eq!(
+        get(&nlp, "/v1/me"),
+        (200, json!({"scope": "read", "team": "nlp"}))
+    );
+
+    // docs/ledger.md: billed 96 + 9 + 6 = 111.00, manual 4.80, rate card 2 h × 1.20 = 2.40;
+    // accounted 118.20. November holds only that day.
+    let (status, balance) = get(&admin, "/v1/ledger/balance?from=2026-11-01&to=2026-12-01");
+    assert_eq!(status, 200, "{balance}");
+    let figure = |name: &str| (balance[name].as_f64().unwrap() * 1e6).round() / 1e6;
+    assert_eq!(
+        [
+            "billed",
+            "manual",
+            "rate_card",
+            "expected",
+            "accounted",
+            "difference"
+        ]
+        .map(figure),
+        [111.0, 4.8, 2.4, 118.2, 118.2, 0.0]
+    );
+    assert_eq!(balance["balanced"], true);
+    // The day after holds nothing.
+    let (_, empty) = get(&admin, "/v1/ledger/balance?from=2026-11-03&to=2026-11-04");
+    assert_eq!(
+        (empty["expected"].as_f64(), empty["balanced"].as_bool()),
+        (Some(0.0), Some(true))
+    );
+
+    // Every team's money: not for a team token. Malformed windows: 400.
+    assert_eq!(
+        get(&nlp, "/v1/ledger/balance?from=2026-11-01&to=2026-12-01").0,
+        403
+    );
+    for query in [
+        "from=2026-11-01",
+        "from=2026-11-01&to=2026-11-01",
+        "from=11/01/2026&to=2026-12-01",
+        "from=2026-01-01&to=2030-01-01",
+    ] {
+        let (status, problem) = get(&admin, &format!("/v1/ledger/balance?{query}"));
+        assert_eq!(status, 400, "{query}: {problem}");
+    }
+}
