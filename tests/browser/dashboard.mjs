@@ -113,7 +113,23 @@ try {
   assert.deepEqual(await page.$$eval('#unallocated tbody [data-key="class"]', (cells) => cells.map((c) => c.dataset.value)),
     ['unexplained', 'reserved', 'fault']);
   await page.screenshot({ path: join(shots, 'overview.png'), fullPage: true });
-  ok('overview: team totals equal POST /v1/sql of the linked query; 118.20 in all; balanced');
+
+  // Sorting: Total ascending, then descending.
+  const order = () => page.$$eval('#teams tbody [data-key="team"]', (cells) => cells.map((c) => c.dataset.value));
+  await page.locator('#teams th[data-key="total_cost"] button').click();
+  assert.deepEqual(await order(), ['unattributed', 'vision', 'nlp']);
+  assert.equal(await page.locator('#teams th[data-key="total_cost"]').getAttribute('aria-sort'), 'ascending');
+  await page.locator('#teams th[data-key="total_cost"] button').press('Enter');
+  assert.deepEqual(await order(), ['nlp', 'vision', 'unattributed']);
+
+  // The period picker: 2 November alone (the last day inclusive) has the same 118.20.
+  await page.getByLabel('From').fill('2026-11-02');
+  await page.getByLabel('to', { exact: true }).fill('2026-11-02');
+  await page.getByRole('button', { name: 'Show', exact: true }).click();
+  await page.waitForURL(/from=2026-11-02&to=2026-11-03/);
+  await page.locator('[data-figure="total"]').waitFor();
+  assert.equal(await page.locator('[data-figure="total"] .tile-value').textContent(), '118.20');
+  ok('overview: team totals equal POST /v1/sql of the linked query; 118.20 in all; balanced; sorts; the period picker');
 
   // "Show query" opens the SQL page on the same numbers; its CSV downloads.
   await page.locator('#teams .show-query').click();
