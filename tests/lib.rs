@@ -7,6 +7,7 @@ mod support;
 mod budgets;
 mod costs;
 mod demo;
+mod docs;
 mod golden;
 mod ingest_dcgm;
 mod ingest_events;

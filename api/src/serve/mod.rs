@@ -24,8 +24,8 @@ mod ingest;
 mod ledger;
 pub mod metrics;
 mod objects;
-mod scrape;
 mod pgwire;
+mod scrape;
 mod sql;
 mod web;
 

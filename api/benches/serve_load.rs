@@ -1,0 +1,248 @@
+//! Load on `gpuledger serve` over loopback: 100 concurrent clients for a bounded time each, on
+//!
+//! - `budget_status`: `GET /v1/budgets/{name}/status`, spend and forecast from the ledger of a
+//!   16-GPU demo cluster's week (five budgets, asked in turn);
+//! - `ingest_dcgm`: `POST /v1/ingest/dcgm`, one scrape of that cluster per request (16 GPUs,
+//!   every default family, per-sample timestamps), each request a scrape of its own time, so
+//!   nothing is deduplicated away; `202` means the batch is committed.
+//!
+//! ```sh
+//! cargo bench -p gpuledger --bench serve_load
+//! GPULEDGER_BENCH_SECONDS=30 GPULEDGER_BENCH_CLIENTS=100 cargo bench -p gpuledger --bench serve_load
+//! ```
+//!
+//! Prints requests, errors, throughput and latency percentiles per scenario. Every request goes to
+//! 127.0.0.1; each scenario stops after its time or its request cap, whichever comes first.
+
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::NaiveDate;
+use gpuledger_demo::dcgm::DcgmScrapes;
+use gpuledger_demo::{Chunks, DemoSpec, Scenario};
+
+const BUDGETS: [(&str, &str); 5] = [
+    ("team-research", "team: research"),
+    ("team-assistant", "team: assistant"),
+    ("team-search", "team: search"),
+    ("ns-ml-research", "namespace: ml-research"),
+    ("team-vision", "team: vision"),
+];
+/// Requests per client at most, whatever the time allows.
+const MAX_REQUESTS_PER_CLIENT: usize = 20_000;
+
+fn main() {
+    let seconds: u64 = env_or("GPULEDGER_BENCH_SECONDS", 20);
+    let clients: usize = env_or("GPULEDGER_BENCH_CLIENTS", 100);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("lake");
+    let start = NaiveDate::from_ymd_opt(2026, 11, 2).unwrap();
+
+    println!("setting up: a 16-GPU demo cluster, 7 days, loaded and its ledger built");
+    let gpuledger = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuledger"))
+            .arg("--data")
+            .arg(&data)
+            .args(args)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run gpuledger");
+        assert!(out.status.success(), "gpuledger {args:?} failed");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    gpuledger(&[
+        "demo",
+        "--gpus",
+        "16",
+        "--days",
+        "7",
+        "--start",
+        "2026-11-02",
+        "--no-serve",
+    ]);
+    let manifest = dir.path().join("budgets.yaml");
+    let documents: Vec<String> = BUDGETS
+        .iter()
+        .map(|(name, owner)| {
+            format!(
+                "kind: budget\nname: {name}\nspec:\n  {owner}\n  amount: 5000\n  currency: USD\n"
+            )
+        })
+        .collect();
+    std::fs::write(&manifest, documents.join("---\n")).unwrap();
+    gpuledger(&["apply", manifest.to_str().unwrap()]);
+    let token = gpuledger(&["token", "create", "--scope", "admin"])
+        .trim()
+        .to_string();
+    let server = Server::start(&data);
+
+    // Scrapes of the cluster's second week: times the lake has not seen.
+    let later = DemoSpec {
+        gpus: 16,
+        days: 7,
+        seed: DemoSpec::DEFAULT_SEED,
+        start: start + chrono::Duration::days(7),
+        scrape_interval_s: DemoSpec::DEFAULT_SCRAPE_INTERVAL_S,
+    };
+    let mut scrapes = DcgmScrapes::new(&Scenario::plan(&later));
+    let mut bodies = Vec::new();
+    let mut buf = Vec::new();
+    while scrapes.next_chunk(&mut buf) && bodies.len() < clients * 200 {
+        bodies.push(bytes::Bytes::from(std::mem::take(&mut buf)));
+    }
+    let bodies = Arc::new(bodies);
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(clients)
+        .build()
+        .unwrap();
+    let limit = Duration::from_secs(seconds);
+
+    let base = server.base.clone();
+    let report = runtime.block_on(load(clients, limit, MAX_REQUESTS_PER_CLIENT, {
+        let (http, token) = (http.clone(), token.clone());
+        move |i| {
+            let url = format!(
+                "{base}/v1/budgets/{}/status?at=2026-11-08T23:00:00Z",
+                BUDGETS[i % BUDGETS.len()].0
+            );
+            let request = http.get(url).bearer_auth(&token);
+            async move { request.send().await.map(|r| r.status().as_u16() == 200) }
+        }
+    }));
+    report.print("budget_status", "GET /v1/budgets/{name}/status");
+
+    let base = server.base.clone();
+    let per_client = bodies.len() / clients;
+    let report = runtime.block_on(load(clients, limit, per_client, {
+        let (http, token, bodies) = (http.clone(), token.clone(), Arc::clone(&bodies));
+        move |i| {
+            let request = http
+                .post(format!("{base}/v1/ingest/dcgm?cluster=demo"))
+                .bearer_auth(&token)
+                .body(bodies[i].clone());
+            async move { request.send().await.map(|r| r.status().as_u16() == 202) }
+        }
+    }));
+    report.print(
+        "ingest_dcgm",
+        &format!(
+            "POST /v1/ingest/dcgm, one 16-GPU scrape ({} bytes) per request",
+            bodies[0].len()
+        ),
+    );
+}
+
+/// Runs `clients` loops, each sending `request(n)` (n counts every request sent by all clients)
+/// until `limit` passes or it has sent `max_per_client`.
+async fn load<F, Fut>(clients: usize, limit: Duration, max_per_client: usize, request: F) -> Report
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<bool, reqwest::Error>> + Send,
+{
+    let started = Instant::now();
+    let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let (request, counter) = (request.clone(), Arc::clone(&counter));
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                let mut errors = 0usize;
+                while started.elapsed() < limit && latencies.len() + errors < max_per_client {
+                    let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let sent = Instant::now();
+                    match request(n).await {
+                        Ok(true) => latencies.push(sent.elapsed()),
+                        _ => errors += 1,
+                    }
+                }
+                (latencies, errors)
+            })
+        })
+        .collect();
+    let mut report = Report::default();
+    for task in tasks {
+        let (latencies, errors) = task.await.unwrap();
+        report.latencies.extend(latencies);
+        report.errors += errors;
+    }
+    report.elapsed = started.elapsed();
+    report.latencies.sort_unstable();
+    report
+}
+
+#[derive(Default)]
+struct Report {
+    latencies: Vec<Duration>,
+    errors: usize,
+    elapsed: Duration,
+}
+
+impl Report {
+    fn percentile(&self, p: f64) -> Duration {
+        if self.latencies.is_empty() {
+            return Duration::ZERO;
+        }
+        let rank = ((p / 100.0) * self.latencies.len() as f64).ceil() as usize;
+        self.latencies[rank.clamp(1, self.latencies.len()) - 1]
+    }
+
+    fn print(&self, name: &str, what: &str) {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "{name}: {what}\n  {} ok, {} errors in {:.1} s = {:.0} requests/s; latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            self.latencies.len(),
+            self.errors,
+            self.elapsed.as_secs_f64(),
+            self.latencies.len() as f64 / self.elapsed.as_secs_f64(),
+            ms(self.percentile(50.0)),
+            ms(self.percentile(99.0)),
+            ms(self.latencies.last().copied().unwrap_or_default()),
+        );
+    }
+}
+
+/// `gpuledger serve` on a free loopback port, stopped when dropped.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(data: &std::path::Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gpuledger"))
+            .arg("--data")
+            .arg(data)
+            .args(["serve", "--listen", "127.0.0.1:0", "--pg-listen", "off"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn gpuledger serve");
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let base = loop {
+            let line = lines.next().expect("serve exited").unwrap();
+            if let Some(url) = line.strip_prefix("gpuledger serving ") {
+                break url.to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, base }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
