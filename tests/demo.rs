@@ -165,7 +165,149 @@ fn a_small_demo_loads_through_every_path_balances_and_shows_every_idle_class() {
             "[{}]",
             ledger.backend
         );
+
+        // The budgets, asked over REST at the end of the data: exactly one is over.
+        let server = ledger.serve(&[]);
+        let admin = ledger.token("admin", None);
+        let states: Vec<(String, String)> = [
+            "research-monthly",
+            "assistant-namespace",
+            "search-cost-center",
+        ]
+        .into_iter()
+        .map(|name| {
+            let status: Value = server
+                .http
+                .get(server.url(&format!(
+                    "/v1/budgets/{name}/status?at=2026-11-02T23:59:59Z"
+                )))
+                .bearer_auth(&admin)
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            (
+                name.to_string(),
+                status["state"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+        assert_eq!(
+            states,
+            [
+                ("research-monthly".to_string(), "over".to_string()),
+                ("assistant-namespace".to_string(), "warn".to_string()),
+                ("search-cost-center".to_string(), "ok".to_string()),
+            ],
+            "[{}]",
+            ledger.backend
+        );
     }
+}
+
+/// A free loopback port (free when asked; the demo binds it right after).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `demo` without `--no-serve` prints where it serves and commands to try; each of them, run as
+/// a user would paste it into a shell, returns rows.
+#[test]
+fn the_commands_the_demo_prints_return_rows() {
+    use std::io::BufRead;
+    let ledger = ledgers().into_iter().next().unwrap();
+    let (http, postgres) = (free_port(), free_port());
+    let mut args: Vec<String> = DEMO[..DEMO.len() - 1]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend([
+        "--listen".into(),
+        format!("127.0.0.1:{http}"),
+        "--pg-listen".into(),
+        format!("127.0.0.1:{postgres}"),
+    ]);
+    let mut demo = ledger
+        .command()
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(demo.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if line.starts_with("gpuledger serving ") {
+            break;
+        }
+        printed.push(line);
+    }
+    std::thread::spawn(move || for _ in lines {});
+    let text = printed.join("\n");
+    assert!(
+        text.contains(&format!("dashboard    http://127.0.0.1:{http}/")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("PostgreSQL   127.0.0.1:{postgres}")),
+        "{text}"
+    );
+    assert!(text.contains("budget research-monthly: "), "{text}");
+
+    // `gpuledger` as a user has it: on the PATH.
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_gpuledger"))
+        .parent()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let commands: Vec<&str> = printed
+        .iter()
+        .map(|l| l.trim_start())
+        .filter(|l| {
+            ["gpuledger ", "psql ", "curl "]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
+        .collect();
+    // Three queries as `gpuledger sql`, the same three through psql, two curl calls.
+    assert_eq!(commands.len(), 8, "{text}");
+    for command in commands {
+        let out = std::process::Command::new("sh")
+            .args(["-c", command])
+            .env("PATH", &path)
+            .env_remove("GPULEDGER_DATA")
+            .env_remove("GPULEDGER_CATALOG")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{command}: {}",
+            crate::support::describe(&out)
+        );
+        let has_rows = if command.starts_with("psql ") {
+            !stdout.contains("(0 rows)")
+                && (stdout.contains(" rows)") || stdout.contains("(1 row)"))
+        } else if command.starts_with("curl ") {
+            stdout.contains("\"state\":\"over\"") || stdout.starts_with("[{")
+        } else {
+            // A table: a header, a rule, and at least one row between the rules.
+            stdout.lines().filter(|l| l.starts_with('|')).count() >= 2
+        };
+        assert!(has_rows, "{command} returned no rows:\n{stdout}");
+    }
+    let _ = std::process::Command::new("kill")
+        .arg(demo.id().to_string())
+        .status();
+    let _ = demo.wait();
 }
 
 /// Two runs with the same seed land the same numbers (batch ids and load times aside).

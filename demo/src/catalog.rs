@@ -157,3 +157,37 @@ pub fn value_mappings() -> Vec<Value> {
                        "counts": "requests", "value": 50, "per": 1000, "currency": "USD"})),
     ]
 }
+
+/// The demo's monthly budgets: (name, what it watches, whose spend, the share of the budget that
+/// spend uses at the end of the demo's data, in percent). They are sized from the measured spend
+/// of that month ([`budgets`]), so that whatever the dates, the research team's budget is over,
+/// the assistant's namespace is past its 80 % warning, and search's cost center is well within.
+pub const BUDGETS: [(&str, &str, &str, f64); 3] = [
+    ("research-monthly", "team", "research", 125.0),
+    ("assistant-namespace", "namespace", "assistant", 85.0),
+    ("search-cost-center", "cost_center", "cc-4004", 40.0),
+];
+
+/// The budget documents, given the month-to-date spend of each of [`BUDGETS`], in order. Amounts
+/// are rounded to two significant digits, as a person would set them (which moves each share by
+/// at most 5 %: research stays over, the assistant within 80–100 %).
+pub fn budgets(spend: &[f64]) -> Vec<Value> {
+    BUDGETS
+        .iter()
+        .zip(spend)
+        .map(|(&(name, field, owner, percent), &spend)| {
+            let amount = two_significant_digits(spend * 100.0 / percent).max(1.0);
+            let mut spec = json!({"amount": amount, "currency": "USD"});
+            spec[field] = json!(owner);
+            json!({"kind": "budget", "name": name, "spec": spec})
+        })
+        .collect()
+}
+
+fn two_significant_digits(x: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    let unit = 10f64.powi(x.log10().floor() as i32 - 1);
+    (x / unit).round() * unit
+}

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
-use chrono::{Duration, NaiveDate, Utc};
+use chrono::{DateTime, Duration, NaiveDate, Utc};
 use gpuledger_demo::dcgm::DcgmScrapes;
 use gpuledger_demo::focus::{billing_lines, focus_csv};
 use gpuledger_demo::scenario::CLUSTER;
@@ -19,8 +19,11 @@ use gpuledger_ingest::ParseContext;
 use gpuledger_ingest::pipeline::{IngestOptions, IngestReport, Input, Source, ingest};
 use gpuledger_lake::Lake;
 use gpuledger_lake::tables::Table;
+use gpuledger_ledger::budget::{BudgetTarget, Month};
 use gpuledger_ledger::time::Span;
 use gpuledger_query::ledger_build::{balance, build_ledger, day_span, days_between, declared};
+use gpuledger_query::new_session;
+use gpuledger_query::spend::budget_spend;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{DemoArgs, ServeArgs};
@@ -71,7 +74,7 @@ pub async fn run(lake: &Lake, data: &str, args: DemoArgs) -> Result<ExitCode, Bo
         .map_err(|errors| format!("the demo catalog is invalid:\n{}", errors.join("\n")))?;
     objects::store(lake, &objects).await?;
     println!(
-        "catalog: {} objects applied (nodes, reservations, shared-cost rules, rate card, license, label policy, SLOs)",
+        "catalog: {} objects applied (nodes, reservations, shared-cost rules, rate card, license, label policy, SLOs, value mappings)",
         objects.len()
     );
 
@@ -148,25 +151,55 @@ pub async fn run(lake: &Lake, data: &str, args: DemoArgs) -> Result<ExitCode, Bo
     if !b.balances() {
         return Err("the demo ledger does not balance".into());
     }
+    declare_budgets(lake, day_span(last_day).end).await?;
 
     let to = last_day + Duration::days(1);
+    let queries = example_queries(spec.start, to);
     println!("\nTry:");
-    for (title, sql) in example_queries(spec.start, to) {
+    for (title, sql) in &queries {
         println!("  # {title}\n  gpuledger --data {data} sql \"{sql}\"");
     }
     if args.no_serve {
         return Ok(ExitCode::SUCCESS);
     }
-    serve(lake, args.serve).await
+    let end_of_data = (to.and_hms_opt(0, 0, 0).expect("midnight").and_utc() - Duration::seconds(1))
+        .format("%Y-%m-%dT%H:%M:%SZ");
+    serve(lake, args.serve, &queries, &end_of_data.to_string()).await
 }
 
-/// Where the demo hands over to the server, with an admin token made for it.
-async fn serve(lake: &Lake, args: ServeArgs) -> Result<ExitCode, Box<dyn Error>> {
+/// Where the demo hands over to the server, with an admin token made for it: the addresses, and
+/// the example queries again as psql and curl commands that use the token.
+async fn serve(
+    lake: &Lake,
+    args: ServeArgs,
+    queries: &[(&str, String)],
+    end_of_data: &str,
+) -> Result<ExitCode, Box<dyn Error>> {
     let token = create_token(lake.catalog(), "demo admin", Permission::Admin, None).await?;
-    println!("\nadmin token (shown once): {}", token.secret);
+    let secret = &token.secret;
+    let http = &args.listen;
+    let postgres = (!args.pg_listen.eq_ignore_ascii_case("off")).then_some(&args.pg_listen);
+    println!("\nServing the demo lake:");
+    println!("  dashboard    http://{http}/   (sign in with the admin token)");
+    println!("  REST API     http://{http}/docs   (OpenAPI: http://{http}/openapi.json)");
+    if let Some(address) = postgres {
+        println!("  PostgreSQL   {address}   (any user name; the password is the token)");
+    }
+    println!("  admin token  {secret}   (shown once; `gpuledger token create` makes more)");
+    println!("\nTry, while it serves:");
+    if let Some(address) = postgres {
+        let (host, port) = address.rsplit_once(':').unwrap_or((address, "5433"));
+        for (title, sql) in queries {
+            println!(
+                "  # {title}\n  psql \"host={host} port={port} dbname=gpuledger user=demo password={secret} sslmode=disable\" -c \"{sql}\""
+            );
+        }
+    }
     println!(
-        "  curl -H 'Authorization: Bearer {}' -H 'Content-Type: application/json' \\\n    http://{}/v1/sql -d '{{\"query\": \"select count(*) from gpu_hours\"}}'",
-        token.secret, args.listen
+        "  # how the research team's budget stands at the end of the data\n  curl -s -H 'Authorization: Bearer {secret}' 'http://{http}/v1/budgets/research-monthly/status?at={end_of_data}'"
+    );
+    println!(
+        "  # any SQL over HTTP\n  curl -s -H 'Authorization: Bearer {secret}' -H 'Content-Type: application/json' http://{http}/v1/sql -d '{{\"query\": \"select team, round(sum(amount), 2) as cost from cost_entries group by team order by cost desc\"}}'"
     );
     serve::run(lake.clone(), args).await?;
     Ok(ExitCode::SUCCESS)

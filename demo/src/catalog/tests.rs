@@ -30,3 +30,20 @@ fn every_document_is_a_valid_object() {
     // 2.50 per GPU-day × 16 GPUs × 2 days.
     assert_eq!(license.spec["amount"], serde_json::json!(80.0));
 }
+
+/// Budgets are sized from spend: research at 125 % (1,000 spent → 800), the assistant at 85 %
+/// (170 → 200), search at 40 % (123.4 → 308.5 → 310); each is a valid budget.
+#[test]
+fn budgets_are_sized_from_the_spend_they_watch() {
+    let documents = budgets(&[1000.0, 170.0, 123.4]);
+    let amounts: Vec<f64> = documents
+        .iter()
+        .map(|d| d["spec"]["amount"].as_f64().unwrap())
+        .collect();
+    assert_eq!(amounts, [800.0, 200.0, 310.0]);
+    assert_eq!(documents[1]["spec"]["namespace"], "assistant");
+    for document in &documents {
+        let object = parse_document(document).unwrap();
+        assert_eq!(object.kind, ObjectKind::Budget);
+    }
+}
