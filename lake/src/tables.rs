@@ -341,7 +341,7 @@ static TOKEN_USAGE: LazyLock<SchemaRef> = LazyLock::new(|| {
         // The model the client asked for: SLOs and serving workloads are matched by it.
         utf8("model"),
         // The build that answered (OTel `gen_ai.response.model`) and its weight format (`bf16`,
-        // `fp8`, …). Added after the first release: files written before read them as NULL.
+        // `fp8`, …). Files written before these two columns existed read them back as NULL.
         utf8("model_version"),
         utf8("quantization"),
         utf8("provider"),
