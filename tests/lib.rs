@@ -18,6 +18,7 @@ mod ingest_tokens;
 mod ledger;
 mod objects;
 mod pgwire;
+mod report;
 mod schemathesis;
 mod serve;
 mod spot;

@@ -17,7 +17,7 @@ fn documented_example() -> String {
     doc[start..end].to_string()
 }
 
-const EVERY_OBJECT: [&str; 12] = [
+const EVERY_OBJECT: [&str; 13] = [
     "node/demo/h100-1",
     "reservation/h100-1-failover",
     "shared_cost_rule/network",

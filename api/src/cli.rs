@@ -60,6 +60,55 @@ pub enum Command {
     Serve(ServeArgs),
     /// Create, list and revoke the API's bearer tokens.
     Token(TokenArgs),
+    /// Reports over the ledger.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    #[command(subcommand)]
+    pub command: ReportCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReportCommand {
+    /// The weekly report of an ISO week (UTC): capacity, utilization, queue, training, inference,
+    /// tenants, optimization and the ledger balance (docs/report.schema.json for the JSON).
+    Weekly {
+        /// The ISO week, e.g. 2026-W45.
+        #[arg(long, value_parser = parse_week)]
+        week: gpuledger_report::IsoWeek,
+        /// json, csv, html (a self-contained page with charts) or md.
+        #[arg(long, env = "GPULEDGER_REPORT_FORMAT", value_enum, default_value_t = ReportFormat::Json)]
+        format: ReportFormat,
+        /// Write the report to this file instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ReportFormat {
+    Json,
+    Csv,
+    Html,
+    Md,
+}
+
+impl ReportFormat {
+    pub fn format(self) -> gpuledger_report::Format {
+        match self {
+            ReportFormat::Json => gpuledger_report::Format::Json,
+            ReportFormat::Csv => gpuledger_report::Format::Csv,
+            ReportFormat::Html => gpuledger_report::Format::Html,
+            ReportFormat::Md => gpuledger_report::Format::Markdown,
+        }
+    }
+}
+
+fn parse_week(s: &str) -> Result<gpuledger_report::IsoWeek, String> {
+    s.parse()
+        .map_err(|e: gpuledger_report::ReportError| e.to_string())
 }
 
 #[derive(Debug, clap::Args)]
@@ -101,6 +150,10 @@ pub struct ServeArgs {
     /// PEM private key of --pg-tls-cert.
     #[arg(long, env = "GPULEDGER_PG_TLS_KEY", requires = "pg_tls_cert")]
     pub pg_tls_key: Option<PathBuf>,
+    /// When to export the weekly report to reports/weekly/<YYYY-Www>/ in the object store: a cron
+    /// expression in UTC with seconds (sec min hour day-of-month month day-of-week); `off` never.
+    #[arg(long, env = "GPULEDGER_REPORT_SCHEDULE", default_value = gpuledger_report::export::DEFAULT_SCHEDULE)]
+    pub report_schedule: String,
 }
 
 #[derive(Debug, clap::Args)]

@@ -581,10 +581,12 @@ fn file_from_row(r: &sqlx::any::AnyRow) -> Result<FileEntry> {
 
 mod budget_alerts;
 mod idempotency;
+mod report_runs;
 mod tokens;
 
 pub use budget_alerts::BudgetAlert;
 pub use idempotency::StoredResponse;
+pub use report_runs::{ReportRun, RunStatus};
 pub use tokens::TokenRecord;
 
 #[cfg(test)]

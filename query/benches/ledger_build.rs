@@ -7,270 +7,34 @@
 //! - the time of `team_costs` over the built week (median of 5);
 //! - the time to bring the ledger up to date after one late hour of telemetry for one node.
 //!
-//! Setup writes the synthetic telemetry straight to Parquet (the text parser has its own
-//! benchmark in `ingest/benches/dcgm_ingest.rs`) and is not timed.
+//! Setup (`support/fleet.rs`, shared with the weekly report's benchmark) is not timed.
 
-use std::sync::Arc;
+#[path = "support/fleet.rs"]
+mod fleet;
+
 use std::time::Instant;
 
-use arrow::array::{ArrayRef, Float64Array, Int32Array, StringArray, TimestampMicrosecondArray};
-use chrono::NaiveDate;
-use gpuledger_demo::noise::mix;
-use gpuledger_lake::catalog::NewBatch;
-use gpuledger_lake::tables::{Table, batch_with_columns};
-use gpuledger_lake::writer::TableWriter;
-use gpuledger_lake::{Lake, LakeConfig};
-use gpuledger_ledger::amortize::Strategy;
-use gpuledger_ledger::build::{Node, Reservation};
-use gpuledger_ledger::journal::{Basis, SharedCostRule};
-use gpuledger_ledger::time::{MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND, Span};
-use gpuledger_query::ledger_build::{Declared, build_ledger, day_span, days_between};
-
-const NODES: usize = 125;
-const GPUS: usize = 8;
-const DAYS: i64 = 7;
-const STEP: i64 = 15 * MICROS_PER_SECOND;
-const TEAMS: [&str; 6] = ["vision", "nlp", "search", "ads", "research", "speech"];
-
-/// Jobs of one GPU: back-to-back runs of 1–8 h with 0–3 h gaps, each with a team.
-fn jobs(gpu: usize, window: Span) -> Vec<(Span, &'static str)> {
-    let mut jobs = Vec::new();
-    let mut t = window.start;
-    let mut k = gpu as u64 * 1_000;
-    while t < window.end {
-        k += 1;
-        let gap = (mix(k) % 4) as i64 * MICROS_PER_HOUR;
-        let len = (1 + mix(k ^ 7) % 8) as i64 * MICROS_PER_HOUR
-            - (mix(k ^ 9) % 3600) as i64 * MICROS_PER_SECOND;
-        let start = t + gap;
-        jobs.push((
-            Span::new(start, (start + len).min(window.end)),
-            TEAMS[(mix(k ^ 3) % 6) as usize],
-        ));
-        t = start + len;
-    }
-    jobs
-}
-
-fn node_name(n: usize) -> String {
-    format!("dgx-{n:03}")
-}
-
-async fn write(
-    lake: &Lake,
-    table: Table,
-    batches: Vec<arrow::record_batch::RecordBatch>,
-    id: &str,
-) {
-    let mut writer = TableWriter::new(Arc::clone(lake.store()), id);
-    let mut files = Vec::new();
-    for batch in &batches {
-        files.extend(writer.write(table, batch).await.unwrap());
-    }
-    let batch = NewBatch {
-        batch_id: id.into(),
-        source: "bench".into(),
-        origin: id.into(),
-        content_hash: id.into(),
-        idempotency_key: None,
-        records_read: 0,
-        started_at: 0,
-    };
-    lake.catalog()
-        .commit_batch(&batch, &files, &[])
-        .await
-        .unwrap();
-}
-
-fn timestamps(values: Vec<i64>) -> ArrayRef {
-    Arc::new(TimestampMicrosecondArray::from(values).with_timezone("UTC"))
-}
-
-/// Telemetry of `nodes` over `span`: SM 0.55–0.95 while a job runs, 0–0.03 otherwise.
-fn telemetry(
-    nodes: std::ops::Range<usize>,
-    span: Span,
-    all_jobs: &[Vec<(Span, &str)>],
-) -> arrow::record_batch::RecordBatch {
-    let (mut ts, mut node, mut gpu, mut uuid, mut sm, mut power) =
-        (vec![], vec![], vec![], vec![], vec![], vec![]);
-    for n in nodes {
-        for g in 0..GPUS {
-            let id = n * GPUS + g;
-            let mut job = all_jobs[id].iter().peekable();
-            let mut t = span.start;
-            while t < span.end {
-                while job.peek().is_some_and(|(s, _)| s.end <= t) {
-                    job.next();
-                }
-                let busy = job.peek().is_some_and(|(s, _)| s.contains(t));
-                let noise = (mix(id as u64 ^ t as u64) % 1000) as f64 / 1000.0;
-                ts.push(t);
-                node.push(node_name(n));
-                gpu.push(g as i32);
-                uuid.push(format!("GPU-{id:08x}"));
-                sm.push(if busy {
-                    0.55 + 0.4 * noise
-                } else {
-                    0.03 * noise
-                });
-                power.push(if busy {
-                    450.0 + 250.0 * noise
-                } else {
-                    70.0 + 20.0 * noise
-                });
-                t += STEP;
-            }
-        }
-    }
-    let rows = ts.len();
-    batch_with_columns(
-        Table::GpuSamples,
-        vec![
-            ("ts", timestamps(ts)),
-            ("cluster", Arc::new(StringArray::from(vec!["prod"; rows]))),
-            ("node", Arc::new(StringArray::from(node))),
-            ("gpu_uuid", Arc::new(StringArray::from(uuid))),
-            ("gpu_index", Arc::new(Int32Array::from(gpu))),
-            (
-                "gpu_model",
-                Arc::new(StringArray::from(vec!["NVIDIA H100 80GB HBM3"; rows])),
-            ),
-            ("sm_active", Arc::new(Float64Array::from(sm))),
-            ("power_w", Arc::new(Float64Array::from(power))),
-        ],
-    )
-    .unwrap()
-}
+use fleet::{DAYS, TEAMS, telemetry, write};
+use gpuledger_lake::tables::Table;
+use gpuledger_ledger::time::{MICROS_PER_DAY, MICROS_PER_HOUR, Span};
+use gpuledger_query::ledger_build::{build_ledger, days_between};
 
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let lake = runtime
-        .block_on(Lake::open(&LakeConfig {
-            data: dir.path().display().to_string(),
-            catalog: None,
-        }))
-        .unwrap();
-    let first = NaiveDate::from_ymd_opt(2026, 11, 2).unwrap();
-    let week = Span::new(
-        day_span(first).start,
-        day_span(first).start + DAYS * MICROS_PER_DAY,
-    );
-    let all_jobs: Vec<Vec<(Span, &str)>> = (0..NODES * GPUS).map(|g| jobs(g, week)).collect();
-
-    let setup = Instant::now();
-    let mut samples = 0;
-    for day in 0..DAYS {
-        let span = Span::new(
-            week.start + day * MICROS_PER_DAY,
-            week.start + (day + 1) * MICROS_PER_DAY,
-        );
-        let batches: Vec<_> = (0..NODES)
-            .step_by(25)
-            .map(|n| telemetry(n..n + 25, span, &all_jobs))
-            .collect();
-        samples += batches.iter().map(|b| b.num_rows()).sum::<usize>();
-        runtime.block_on(write(
-            &lake,
-            Table::GpuSamples,
-            batches,
-            &format!("telemetry-{day}"),
-        ));
-    }
-    let (mut ts, mut event, mut node, mut workload, mut pod, mut team, mut indices) =
-        (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
-    for (id, gpu_jobs) in all_jobs.iter().enumerate() {
-        for (k, (span, owner)) in gpu_jobs.iter().enumerate() {
-            for (t, kind) in [(span.start, "start"), (span.end, "stop")] {
-                ts.push(t);
-                event.push(kind);
-                node.push(node_name(id / GPUS));
-                workload.push(format!("job-{id}-{k}"));
-                pod.push(format!("job-{id}-{k}-0"));
-                team.push(*owner);
-                indices.push(Some(vec![Some((id % GPUS) as i32)]));
-            }
-        }
-    }
-    let events = ts.len();
-    let events_batch = batch_with_columns(
-        Table::SchedulerEvents,
-        vec![
-            ("ts", timestamps(ts)),
-            ("event", Arc::new(StringArray::from(event))),
-            ("cluster", Arc::new(StringArray::from(vec!["prod"; events]))),
-            ("node", Arc::new(StringArray::from(node))),
-            ("namespace", Arc::new(StringArray::from(vec!["ml"; events]))),
-            ("workload", Arc::new(StringArray::from(workload))),
-            ("pod", Arc::new(StringArray::from(pod))),
-            ("gpus", Arc::new(Float64Array::from(vec![1.0; events]))),
-            (
-                "gpu_indices",
-                Arc::new(arrow::array::ListArray::from_iter_primitive::<
-                    arrow::datatypes::Int32Type,
-                    _,
-                    _,
-                >(indices)),
-            ),
-            ("team", Arc::new(StringArray::from(team))),
-            (
-                "source",
-                Arc::new(StringArray::from(vec!["canonical"; events])),
-            ),
-        ],
-    )
-    .unwrap();
-    runtime.block_on(write(
-        &lake,
-        Table::SchedulerEvents,
-        vec![events_batch],
-        "events",
-    ));
-    let billing = billing_csv(week);
-    let report = runtime
-        .block_on(gpuledger_ingest_focus(&lake, billing))
-        .expect("billing lands");
-    let declared = Declared {
-        nodes: (0..NODES)
-            .map(|n| Node {
-                cluster: "prod".into(),
-                node: node_name(n),
-                resource_id: Some(format!("i-{n:05}")),
-                gpu_count: GPUS as u32,
-                gpu_model: "NVIDIA H100 80GB HBM3".into(),
-                capacity_type: "on_demand".into(),
-                gpu_cost_share: 0.9,
-                gpu_replicas: 1,
-            })
-            .collect(),
-        reservations: (0..10)
-            .map(|n| Reservation {
-                cluster: "prod".into(),
-                node: node_name(n),
-                gpu_indices: None,
-                span: week,
-                reason: "warm_pool".into(),
-            })
-            .collect(),
-        rules: vec![SharedCostRule {
-            name: "network".into(),
-            matches: [("service_category".to_string(), "Networking".to_string())].into(),
-            strategy: Strategy::Even,
-            basis: Basis::DirectCost,
-        }],
-        ..Declared::default()
-    };
-    println!(
-        "ledger_build/setup: {samples} samples, {events} events, {report} billing lines for {} GPUs × {DAYS} days in {:.1} s",
-        NODES * GPUS,
-        setup.elapsed().as_secs_f64()
-    );
-
-    let last = first + chrono::Days::new(DAYS as u64 - 1);
+    let fleet::Fleet {
+        lake,
+        declared,
+        first,
+        last,
+        week,
+        all_jobs,
+        samples,
+        ..
+    } = &fleet::land(&runtime);
+    let (first, last, week) = (*first, *last, *week);
     let started = Instant::now();
     let days = runtime
-        .block_on(build_ledger(&lake, &declared, days_between(first, last)))
+        .block_on(build_ledger(lake, declared, days_between(first, last)))
         .unwrap();
     let build = started.elapsed().as_secs_f64();
     let rows: usize = days.iter().map(|d| d.gpu_hour_rows).sum();
@@ -282,10 +46,10 @@ fn main() {
     println!(
         "ledger_build/week: {} days, {rows} gpu_hours rows, balanced, in {build:.1} s ({:.2} M samples/s)",
         days.len(),
-        samples as f64 / build / 1e6
+        *samples as f64 / build / 1e6
     );
 
-    let ctx = gpuledger_query::new_session(&lake).unwrap();
+    let ctx = gpuledger_query::new_session(lake).unwrap();
     let sql = "SELECT * FROM team_costs('2026-11-02', '2026-11-09') ORDER BY total_cost DESC";
     let mut times: Vec<f64> = (0..5)
         .map(|_| {
@@ -312,14 +76,14 @@ fn main() {
         week.start + 3 * MICROS_PER_DAY + 11 * MICROS_PER_HOUR,
     );
     runtime.block_on(write(
-        &lake,
+        lake,
         Table::GpuSamples,
-        vec![telemetry(0..1, late, &all_jobs)],
+        vec![telemetry(0..1, late, all_jobs)],
         "late-hour",
     ));
     let started = Instant::now();
     let days = runtime
-        .block_on(build_ledger(&lake, &declared, days_between(first, last)))
+        .block_on(build_ledger(lake, declared, days_between(first, last)))
         .unwrap();
     println!(
         "ledger_build/late_hour: {} day(s), {} hour(s) recomputed in {:.2} s",
@@ -327,47 +91,4 @@ fn main() {
         days.iter().map(|d| d.hours).sum::<usize>(),
         started.elapsed().as_secs_f64()
     );
-}
-
-/// A FOCUS file for the week: each node's daily line, networking and storage per day.
-fn billing_csv(week: Span) -> String {
-    let mut csv = String::from(
-        "BillingAccountId,BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,BilledCost,EffectiveCost,ServiceCategory,ServiceName,ResourceId,ProviderName,BillingCurrency\n",
-    );
-    let iso = |t: i64| {
-        chrono::DateTime::from_timestamp_micros(t)
-            .unwrap()
-            .format("%Y-%m-%dT%H:%M:%SZ")
-            .to_string()
-    };
-    for day in 0..DAYS {
-        let (start, end) = (
-            iso(week.start + day * MICROS_PER_DAY),
-            iso(week.start + (day + 1) * MICROS_PER_DAY),
-        );
-        for n in 0..NODES {
-            csv.push_str(&format!("acct,2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,{start},{end},Usage,853.33,853.33,Compute,EC2,arn:aws:ec2:us-east-1:1:instance/i-{n:05},AWS,USD\n"));
-        }
-        csv.push_str(&format!("acct,2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,{start},{end},Usage,500,500,Networking,Data Transfer,,AWS,USD\n"));
-        csv.push_str(&format!("acct,2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,{start},{end},Usage,300,300,Storage,S3,,AWS,USD\n"));
-    }
-    csv
-}
-
-/// Lands the billing through the real FOCUS ingest path; returns the lines landed.
-async fn gpuledger_ingest_focus(
-    lake: &Lake,
-    csv: String,
-) -> Result<u64, Box<dyn std::error::Error>> {
-    use gpuledger_ingest::ParseContext;
-    use gpuledger_ingest::pipeline::{IngestOptions, Input, Source, ingest};
-    let input = Input::Bytes {
-        origin: "billing.csv".into(),
-        bytes: csv.into_bytes().into(),
-    };
-    let options = IngestOptions::new(
-        Source::Focus,
-        ParseContext::new("billing.csv", chrono::Utc::now()),
-    );
-    Ok(ingest(lake, input, options).await?.rows_landed())
 }

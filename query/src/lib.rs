@@ -1,7 +1,7 @@
 //! DataFusion over the lake.
 //!
 //! - `lake_table.rs`: a landed table, its files listed by the catalog and pruned by time;
-//! - `system_tables.rs`: `system.files`, `system.ingest_batches`, `system.quarantine`;
+//! - `system_tables.rs`: `system.files`, `system.ingest_batches`, `system.quarantine`, `system.report_runs`;
 //! - `udf/`: the ledger's SQL functions, one module each, registered by `udf::register_all`;
 //! - `table_functions/`: `team_costs`, `idle_summary`, `unit_economics`, `unit_economics_daily` (each `(from, to)`);
 //! - `session.rs`: the one place that builds a `SessionContext` with everything registered;

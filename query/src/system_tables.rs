@@ -1,5 +1,6 @@
 //! The catalog's own state as SQL tables: `system.files`, `system.ingest_batches`,
-//! `system.quarantine` (also reachable as plain `quarantine`). Read fresh at every scan.
+//! `system.quarantine` (also reachable as plain `quarantine`), `system.report_runs` (the weekly
+//! report's exports). Read fresh at every scan.
 
 use std::sync::Arc;
 
@@ -23,13 +24,15 @@ pub enum SystemTable {
     Files,
     IngestBatches,
     Quarantine,
+    ReportRuns,
 }
 
 impl SystemTable {
-    pub const ALL: [SystemTable; 3] = [
+    pub const ALL: [SystemTable; 4] = [
         SystemTable::Files,
         SystemTable::IngestBatches,
         SystemTable::Quarantine,
+        SystemTable::ReportRuns,
     ];
 
     pub fn name(self) -> &'static str {
@@ -37,6 +40,7 @@ impl SystemTable {
             SystemTable::Files => "files",
             SystemTable::IngestBatches => "ingest_batches",
             SystemTable::Quarantine => "quarantine",
+            SystemTable::ReportRuns => "report_runs",
         }
     }
 
@@ -77,6 +81,18 @@ impl SystemTable {
                 text("raw"),
                 time("rejected_at"),
             ],
+            SystemTable::ReportRuns => vec![
+                text("week"),
+                text("status"),
+                int("attempts"),
+                time("started_at"),
+                time("finished_at"),
+                text("error"),
+                // The object-store keys written, as a JSON array.
+                text("objects"),
+                text("lease_owner"),
+                time("next_attempt_at"),
+            ],
         }))
     }
 
@@ -92,6 +108,9 @@ impl SystemTable {
         }
         fn time(values: impl Iterator<Item = i64>) -> ArrayRef {
             Arc::new(TimestampMicrosecondArray::from_iter_values(values).with_timezone("UTC"))
+        }
+        fn opt_time(values: impl Iterator<Item = Option<i64>>) -> ArrayRef {
+            Arc::new(TimestampMicrosecondArray::from_iter(values).with_timezone("UTC"))
         }
         let columns: Vec<ArrayRef> = match self {
             SystemTable::Files => {
@@ -135,6 +154,24 @@ impl SystemTable {
                     text(q.iter().map(|q| q.rejection.reason.as_str())),
                     text(q.iter().map(|q| q.rejection.raw.as_str())),
                     time(q.iter().map(|q| q.created_at)),
+                ]
+            }
+            SystemTable::ReportRuns => {
+                let r = catalog.report_runs().await.map_err(to_df)?;
+                let objects: Vec<String> = r
+                    .iter()
+                    .map(|r| serde_json::to_string(&r.objects).expect("strings serialize"))
+                    .collect();
+                vec![
+                    text(r.iter().map(|r| r.week.as_str())),
+                    text(r.iter().map(|r| r.status.as_str())),
+                    int(r.iter().map(|r| r.attempts)),
+                    time(r.iter().map(|r| r.started_at)),
+                    opt_time(r.iter().map(|r| r.finished_at)),
+                    opt_text(r.iter().map(|r| r.error.as_deref())),
+                    text(objects.iter().map(String::as_str)),
+                    text(r.iter().map(|r| r.lease_owner.as_str())),
+                    opt_time(r.iter().map(|r| r.next_attempt_at)),
                 ]
             }
         };

@@ -7,6 +7,7 @@
 //! - `costs.rs`: `/v1/costs` and the ledger's table functions over a window;
 //! - `ingest.rs`: `POST /v1/ingest/{source}` and the Prometheus remote-write receiver;
 //! - `scrape.rs`: the scrape targets `serve` fetches on their interval;
+//! - `reports.rs`: the weekly report and its scheduled exports (the schedule runs beside the server);
 //! - `ledger.rs`: the ledger's balance over a window;
 //! - `metrics.rs`: the service's own Prometheus metrics;
 //! - `pgwire/`: the PostgreSQL wire protocol (psql, DBeaver, Grafana), on its own port;
@@ -26,6 +27,7 @@ pub mod metrics;
 mod objects;
 mod pgwire;
 mod scrape;
+mod reports;
 mod sql;
 mod web;
 
@@ -185,6 +187,8 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(costs::training_economics))
         .routes(routes!(costs::spot_savings))
         .routes(routes!(costs::value_report))
+        .routes(routes!(reports::weekly))
+        .routes(routes!(reports::runs))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
@@ -233,9 +237,28 @@ async fn count_requests(
 /// Serves until SIGINT or SIGTERM, then stops taking connections and lets in-flight requests
 /// (ingest writes among them) finish.
 pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let state = AppState::new(lake, &args);
+    let schedule = match args.report_schedule.as_str() {
+        "off" => None,
+        expression => Some(gpuledger_report::export::parse_schedule(expression)?),
+    };
+    let state = AppState::new(lake.clone(), &args);
     alerts::spawn(state.clone(), args.budget_interval.into());
     let shutting_down = Arc::clone(&state.shutting_down);
+    let (stop_exports, exports_stopped) = tokio::sync::oneshot::channel::<()>();
+    let exports = schedule.map(|schedule| {
+        tokio::spawn(async move {
+            gpuledger_report::Scheduler::new(
+                lake,
+                schedule,
+                gpuledger_report::SystemClock,
+                gpuledger_report::TenantLimits::default(),
+            )
+            .run(async move {
+                let _ = exports_stopped.await;
+            })
+            .await
+        })
+    });
     // Bound first, so that once HTTP's line is out both ports take connections.
     let postgres = pgwire::listen(state.clone(), &args)
         .await?
@@ -256,6 +279,10 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
     scraper.abort();
     if let Some(postgres) = postgres {
         postgres.abort();
+    }
+    let _ = stop_exports.send(());
+    if let Some(exports) = exports {
+        exports.await?;
     }
     served?;
     Ok(())

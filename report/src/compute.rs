@@ -1,0 +1,626 @@
+//! Computes every section of the weekly report with SQL over the ledger's tables and table
+//! functions, in the same session the CLI and the servers use; the balance line is what
+//! `gpuledger ledger check` computes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{Datelike, NaiveDate};
+use datafusion::prelude::SessionContext;
+use gpuledger_lake::Lake;
+use gpuledger_query::ledger_build::{Declared, balance, declared};
+use gpuledger_query::new_session;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{ReportError, Result};
+use crate::model::*;
+use crate::week::IsoWeek;
+
+const WEEK_SECONDS: f64 = 7.0 * 86_400.0;
+
+/// The report of `week` over `lake`, with `limits` for the tenants section.
+pub async fn weekly_report(
+    lake: &Lake,
+    week: IsoWeek,
+    limits: &TenantLimits,
+) -> Result<WeeklyReport> {
+    let ctx = new_session(lake)?;
+    let declared = declared(lake).await?;
+    let w = Window::of(week);
+    let previous = Window::of(week.previous());
+    let this_ue = unit_economics(&ctx, &w).await?;
+    let previous_ue = unit_economics(&ctx, &previous).await?;
+    let utilization = utilization(&ctx, &w).await?;
+    let previous_idle = idle_classes(&ctx, &previous).await?;
+    let b = balance(lake, &declared, week.span()).await?;
+    Ok(WeeklyReport {
+        schema_version: SCHEMA_VERSION,
+        week: week.to_string(),
+        from: w.from.clone(),
+        to: w.to.clone(),
+        currency: "USD".into(),
+        capacity: capacity(&ctx, &w, &declared).await?,
+        queue: queue(&ctx, &w).await?,
+        training: training(&ctx, &w).await?,
+        inference: inference(&this_ue, &previous_ue),
+        tenants: tenants(&ctx, &w, week, limits).await?,
+        optimization: optimization(
+            &ctx,
+            &w,
+            &utilization.idle,
+            &previous_idle,
+            &this_ue,
+            &previous_ue,
+        )
+        .await?,
+        utilization,
+        balance: Balance {
+            billed: r6(b.billed),
+            manual: r6(b.manual),
+            rate_card: r6(b.rate_card),
+            expected: r6(b.expected()),
+            accounted: r6(b.accounted),
+            difference: r6(b.difference()),
+            balanced: b.balances(),
+        },
+    })
+}
+
+/// A week as the SQL literals its queries take.
+struct Window {
+    from: String,
+    to: String,
+}
+
+impl Window {
+    fn of(week: IsoWeek) -> Self {
+        Self {
+            from: week.monday().to_string(),
+            to: week.next_monday().to_string(),
+        }
+    }
+
+    /// `column` within the week.
+    fn filter(&self, column: &str) -> String {
+        format!(
+            "{column} >= TIMESTAMP '{}T00:00:00Z' AND {column} < TIMESTAMP '{}T00:00:00Z'",
+            self.from, self.to
+        )
+    }
+
+    /// The arguments of a table function.
+    fn args(&self) -> String {
+        format!("'{}', '{}'", self.from, self.to)
+    }
+}
+
+/// The rows of `sql`, each read into a `T` by column name (NULL columns are absent).
+async fn rows<T: DeserializeOwned>(ctx: &SessionContext, sql: &str) -> Result<Vec<T>> {
+    let batches = ctx.sql(sql).await?.collect().await?;
+    let mut writer = arrow::json::ArrayWriter::new(Vec::new());
+    writer
+        .write_batches(&batches.iter().collect::<Vec<_>>())
+        .map_err(|e| ReportError::Rows(e.to_string()))?;
+    writer
+        .finish()
+        .map_err(|e| ReportError::Rows(e.to_string()))?;
+    let json = writer.into_inner();
+    if json.is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_slice(&json).map_err(|e| ReportError::Rows(format!("{e} in {sql}")))
+}
+
+/// The one row of an aggregate query.
+async fn row<T: DeserializeOwned + Default>(ctx: &SessionContext, sql: &str) -> Result<T> {
+    Ok(rows(ctx, sql).await?.into_iter().next().unwrap_or_default())
+}
+
+fn opt(x: Option<f64>) -> Option<f64> {
+    x.filter(|x| x.is_finite()).map(r6)
+}
+
+async fn capacity(ctx: &SessionContext, w: &Window, declared: &Declared) -> Result<Capacity> {
+    #[derive(Deserialize)]
+    struct Gpu {
+        cluster: Option<String>,
+        node: Option<String>,
+        gpu_index: i32,
+        fault_seconds: f64,
+        maintenance_seconds: f64,
+    }
+    let seen: Vec<Gpu> = rows(
+        ctx,
+        &format!(
+            "SELECT cluster, node, gpu_index,
+                    coalesce(sum(fault_seconds), 0) AS fault_seconds,
+                    coalesce(sum(CASE WHEN reserved_reason = 'maintenance' THEN reserved_seconds END), 0)
+                        AS maintenance_seconds
+             FROM gpu_hours WHERE {} GROUP BY cluster, node, gpu_index",
+            w.filter("hour")
+        ),
+    )
+    .await?;
+    // The fleet: every declared GPU, and every GPU the ledger saw in the week.
+    type Key = (String, String, i32);
+    let mut gpus: BTreeMap<Key, (bool, bool)> = BTreeMap::new();
+    for node in &declared.nodes {
+        for index in 0..node.gpu_count as i32 {
+            gpus.insert(
+                (node.cluster.clone(), node.node.clone(), index),
+                (false, false),
+            );
+        }
+    }
+    let mut fault_seconds = 0.0;
+    for g in &seen {
+        fault_seconds += g.fault_seconds;
+        let key = (
+            g.cluster.clone().unwrap_or_default(),
+            g.node.clone().unwrap_or_default(),
+            g.gpu_index,
+        );
+        gpus.insert(key, (g.fault_seconds > 0.0, g.maintenance_seconds > 0.0));
+    }
+    let mut groups: BTreeMap<(String, String), CapacityGroup> = BTreeMap::new();
+    for ((cluster, node, _), (faulty, maintenance)) in &gpus {
+        let declared_node = declared
+            .nodes
+            .iter()
+            .find(|n| &n.cluster == cluster && &n.node == node);
+        let model = declared_node
+            .map(|n| n.gpu_model.clone())
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "unknown".into());
+        let flavor = declared_node
+            .map(|n| n.capacity_type.clone())
+            .unwrap_or_else(|| "unknown".into());
+        let group = groups
+            .entry((model.clone(), flavor.clone()))
+            .or_insert_with(|| CapacityGroup {
+                gpu_model: model,
+                flavor,
+                gpus: 0,
+                available_gpus: 0,
+                faulty_gpus: 0,
+                maintenance_gpus: 0,
+            });
+        group.gpus += 1;
+        group.faulty_gpus += u64::from(*faulty);
+        group.maintenance_gpus += u64::from(*maintenance && !faulty);
+        group.available_gpus += u64::from(!faulty && !maintenance);
+    }
+    let by_model: Vec<CapacityGroup> = groups.into_values().collect();
+    let total = |f: fn(&CapacityGroup) -> u64| by_model.iter().map(f).sum();
+    Ok(Capacity {
+        total_gpus: total(|g| g.gpus),
+        available_gpus: total(|g| g.available_gpus),
+        faulty_gpus: total(|g| g.faulty_gpus),
+        maintenance_gpus: total(|g| g.maintenance_gpus),
+        fault_gpu_hours: r6(fault_seconds / 3600.0),
+        by_model,
+    })
+}
+
+async fn idle_classes(ctx: &SessionContext, w: &Window) -> Result<Vec<IdleClass>> {
+    #[derive(Deserialize)]
+    struct Row {
+        class: String,
+        reason: Option<String>,
+        gpu_hours: Option<f64>,
+        cost: Option<f64>,
+    }
+    let found: Vec<Row> = rows(
+        ctx,
+        &format!(
+            "SELECT class, reason, gpu_hours, cost FROM idle_summary({}) WHERE class <> 'busy'",
+            w.args()
+        ),
+    )
+    .await?;
+    // Fixed classes first, in DESIGN §5's order, then reservations by reason.
+    let rank = |class: &str| match class {
+        "allocated_idle" => 0,
+        "unexplained" => 2,
+        "fault" => 3,
+        _ => 1,
+    };
+    let mut classes: Vec<IdleClass> = found
+        .into_iter()
+        .map(|r| IdleClass {
+            class: match r.reason {
+                Some(reason) => format!("{}:{reason}", r.class),
+                None => r.class,
+            },
+            gpu_hours: r6(r.gpu_hours.unwrap_or(0.0)),
+            cost: r6(r.cost.unwrap_or(0.0)),
+        })
+        .collect();
+    classes.sort_by(|a, b| (rank(&a.class), &a.class).cmp(&(rank(&b.class), &b.class)));
+    Ok(classes)
+}
+
+async fn utilization(ctx: &SessionContext, w: &Window) -> Result<Utilization> {
+    #[derive(Deserialize, Default)]
+    struct Hours {
+        allocated: Option<f64>,
+        busy: Option<f64>,
+        sm_active: Option<f64>,
+        energy_wh: Option<f64>,
+        cost: Option<f64>,
+    }
+    let h: Hours = row(
+        ctx,
+        &format!(
+            "SELECT sum(alloc_seconds) / 3600 AS allocated, sum(busy_seconds) / 3600 AS busy,
+                    sum(CASE WHEN alloc_seconds > 0 THEN sm_active * alloc_seconds END)
+                        / sum(CASE WHEN alloc_seconds > 0 AND sm_active IS NOT NULL THEN alloc_seconds END)
+                        AS sm_active,
+                    sum(energy_wh) AS energy_wh, sum(cost) AS cost
+             FROM gpu_hours WHERE {}",
+            w.filter("hour")
+        ),
+    )
+    .await?;
+    #[derive(Deserialize, Default)]
+    struct Samples {
+        memory: Option<f64>,
+        power: Option<f64>,
+    }
+    let s: Samples = row(
+        ctx,
+        &format!(
+            "SELECT avg(fb_used_mib / nullif(fb_used_mib + fb_free_mib, 0)) AS memory,
+                    avg(power_w) AS power
+             FROM gpu_samples WHERE {}",
+            w.filter("ts")
+        ),
+    )
+    .await?;
+    Ok(Utilization {
+        allocated_gpu_hours: r6(h.allocated.unwrap_or(0.0)),
+        busy_gpu_hours: r6(h.busy.unwrap_or(0.0)),
+        sm_active: opt(h.sm_active),
+        memory_used_share: opt(s.memory),
+        power_w_avg: opt(s.power),
+        energy_kwh: r6(h.energy_wh.unwrap_or(0.0) / 1000.0),
+        gpu_cost: r6(h.cost.unwrap_or(0.0)),
+        idle: idle_classes(ctx, w).await?,
+    })
+}
+
+async fn queue(ctx: &SessionContext, w: &Window) -> Result<Queue> {
+    #[derive(Deserialize, Default)]
+    struct Counts {
+        queued: Option<u64>,
+        admitted: Option<u64>,
+        rejected: Option<u64>,
+        preempted: Option<u64>,
+        evicted: Option<u64>,
+        borrowed: Option<u64>,
+    }
+    let count =
+        |event: &str| format!("sum(CASE WHEN event = '{event}' THEN 1 ELSE 0 END) AS {event}");
+    let c: Counts = row(
+        ctx,
+        &format!(
+            "SELECT {}, {}, {}, {}, {},
+                    sum(CASE WHEN event = 'admitted' AND lower(reason) LIKE '%borrow%' THEN 1 ELSE 0 END)
+                        AS borrowed
+             FROM scheduler_events WHERE {}",
+            count("queued"),
+            count("admitted"),
+            count("rejected"),
+            count("preempted"),
+            count("evicted"),
+            w.filter("ts")
+        ),
+    )
+    .await?;
+    #[derive(Deserialize, Default)]
+    struct Waits {
+        n: Option<u64>,
+        p50: Option<f64>,
+        p95: Option<f64>,
+    }
+    // A queued workload's wait ends at its first admission after it was queued.
+    let waits: Waits = row(
+        ctx,
+        &format!(
+            "WITH waits AS (
+                 SELECT date_part('epoch', min(a.ts)) - date_part('epoch', q.ts) AS wait
+                 FROM scheduler_events q JOIN scheduler_events a
+                   ON a.event = 'admitted' AND a.ts >= q.ts
+                  AND a.cluster IS NOT DISTINCT FROM q.cluster
+                  AND a.namespace IS NOT DISTINCT FROM q.namespace
+                  AND a.workload IS NOT DISTINCT FROM q.workload
+                 WHERE q.event = 'queued' AND {}
+                 GROUP BY q.cluster, q.namespace, q.workload, q.ts)
+             SELECT count(*) AS n,
+                    percentile_cont(0.5) WITHIN GROUP (ORDER BY wait) AS p50,
+                    percentile_cont(0.95) WITHIN GROUP (ORDER BY wait) AS p95
+             FROM waits",
+            w.filter("q.ts")
+        ),
+    )
+    .await?;
+    Ok(Queue {
+        queued: c.queued.unwrap_or(0),
+        admitted: c.admitted.unwrap_or(0),
+        waits_measured: waits.n.unwrap_or(0),
+        wait_p50_seconds: opt(waits.p50),
+        wait_p95_seconds: opt(waits.p95),
+        rejections: c.rejected.unwrap_or(0),
+        preemptions: c.preempted.unwrap_or(0),
+        evictions: c.evicted.unwrap_or(0),
+        borrowed_admissions: c.borrowed.unwrap_or(0),
+    })
+}
+
+async fn training(ctx: &SessionContext, w: &Window) -> Result<Training> {
+    #[derive(Deserialize, Default)]
+    struct T {
+        workloads: Option<u64>,
+        runs: Option<u64>,
+        succeeded: Option<u64>,
+        failed: Option<u64>,
+        preempted: Option<u64>,
+        gpu_hours: Option<f64>,
+        effective_gpu_hours: Option<f64>,
+        cost: Option<f64>,
+        failure_loss: Option<f64>,
+        recompute_cost: Option<f64>,
+    }
+    let t: T = row(
+        ctx,
+        &format!(
+            "SELECT count(*) AS workloads, sum(runs) AS runs, sum(succeeded) AS succeeded,
+                    sum(failed) AS failed, sum(preempted) AS preempted, sum(gpu_hours) AS gpu_hours,
+                    sum(effective_gpu_hours) AS effective_gpu_hours, sum(cost) AS cost,
+                    sum(failure_loss) AS failure_loss, sum(recompute_cost) AS recompute_cost
+             FROM training_economics({})",
+            w.args()
+        ),
+    )
+    .await?;
+    let (succeeded, failed, preempted) = (
+        t.succeeded.unwrap_or(0),
+        t.failed.unwrap_or(0),
+        t.preempted.unwrap_or(0),
+    );
+    let ended = succeeded + failed + preempted;
+    Ok(Training {
+        workloads: t.workloads.unwrap_or(0),
+        runs: t.runs.unwrap_or(0),
+        succeeded,
+        failed,
+        preempted,
+        success_rate: (ended > 0).then(|| r6(succeeded as f64 / ended as f64)),
+        gpu_hours: r6(t.gpu_hours.unwrap_or(0.0)),
+        effective_gpu_hours: r6(t.effective_gpu_hours.unwrap_or(0.0)),
+        cost: r6(t.cost.unwrap_or(0.0)),
+        failure_loss: r6(t.failure_loss.unwrap_or(0.0)),
+        recompute_cost: r6(t.recompute_cost.unwrap_or(0.0)),
+    })
+}
+
+/// `unit_economics` of a week, per model.
+#[derive(Debug, Deserialize)]
+struct ModelRow {
+    model: String,
+    requests: u64,
+    met: u64,
+    tokens_met: u64,
+    cost: Option<f64>,
+    missed_cost: Option<f64>,
+}
+
+async fn unit_economics(ctx: &SessionContext, w: &Window) -> Result<Vec<ModelRow>> {
+    rows(
+        ctx,
+        &format!(
+            "SELECT model, sum(requests) AS requests, sum(successful_slo_met_requests) AS met,
+                    sum(tokens_slo_met) AS tokens_met, sum(loaded_cost) AS cost,
+                    sum(slo_missed_cost) AS missed_cost
+             FROM unit_economics({}) WHERE model IS NOT NULL GROUP BY model ORDER BY model",
+            w.args()
+        ),
+    )
+    .await
+}
+
+fn model_figures(r: &ModelRow) -> ModelFigures {
+    ModelFigures {
+        requests: r.requests,
+        slo_met_requests: r.met,
+        slo_met_tokens: r.tokens_met,
+        slo_met_tokens_per_second: r6(r.tokens_met as f64 / WEEK_SECONDS),
+        cost: opt(r.cost),
+        cost_per_1m_slo_met_tokens: r
+            .cost
+            .filter(|_| r.tokens_met > 0)
+            .map(|c| r6(c / r.tokens_met as f64 * 1e6)),
+        slo_missed_cost: opt(r.missed_cost),
+    }
+}
+
+fn inference(this: &[ModelRow], previous: &[ModelRow]) -> Inference {
+    let models: BTreeSet<&str> = this
+        .iter()
+        .chain(previous)
+        .map(|r| r.model.as_str())
+        .collect();
+    let find =
+        |rows: &[ModelRow], model: &str| rows.iter().find(|r| r.model == model).map(model_figures);
+    Inference {
+        models: models
+            .into_iter()
+            .map(|model| ModelWeeks {
+                model: model.to_string(),
+                week: find(this, model),
+                previous_week: find(previous, model),
+            })
+            .collect(),
+    }
+}
+
+/// The monthly budget spread over the days of the week, each day at its month's daily rate.
+fn prorated(monthly: f64, week: IsoWeek) -> f64 {
+    week.days()
+        .map(|day| monthly / days_in_month(day) as f64)
+        .sum()
+}
+
+fn days_in_month(day: NaiveDate) -> u32 {
+    let first = day.with_day(1).expect("day 1");
+    let next = first + chrono::Months::new(1);
+    (next - first).num_days() as u32
+}
+
+async fn tenants(
+    ctx: &SessionContext,
+    w: &Window,
+    week: IsoWeek,
+    limits: &TenantLimits,
+) -> Result<Tenants> {
+    #[derive(Deserialize)]
+    struct Team {
+        team: String,
+        gpu_hours: Option<f64>,
+        direct: Option<f64>,
+        shared: Option<f64>,
+        total: Option<f64>,
+    }
+    let teams: Vec<Team> = rows(
+        ctx,
+        &format!(
+            "SELECT team, gpu_hours, direct_cost + allocated_idle_cost AS direct,
+                    shared_cost AS shared, total_cost AS total
+             FROM team_costs({}) ORDER BY team",
+            w.args()
+        ),
+    )
+    .await?;
+    #[derive(Deserialize)]
+    struct Workload {
+        namespace: Option<String>,
+        workload: Option<String>,
+        gpu_hours: Option<f64>,
+        cost: Option<f64>,
+    }
+    let workloads: Vec<Workload> = rows(
+        ctx,
+        &format!(
+            "SELECT namespace, workload, sum(alloc_seconds) / 3600 AS gpu_hours,
+                    sum(coalesce(cost_busy, 0) + coalesce(cost_allocated_idle, 0)) AS cost
+             FROM gpu_hours WHERE team = 'unattributed' AND {}
+             GROUP BY namespace, workload ORDER BY namespace, workload",
+            w.filter("hour")
+        ),
+    )
+    .await?;
+    let unattributed_total = teams
+        .iter()
+        .find(|t| t.team == "unattributed")
+        .and_then(|t| t.total)
+        .unwrap_or(0.0);
+    let week_hours = WEEK_SECONDS / 3600.0;
+    Ok(Tenants {
+        limits: if limits.teams.is_empty() {
+            "not configured".into()
+        } else {
+            "configured".into()
+        },
+        teams: teams
+            .into_iter()
+            .map(|t| {
+                let limit = limits.teams.get(&t.team);
+                let total = t.total.unwrap_or(0.0);
+                let gpu_hours = t.gpu_hours.unwrap_or(0.0);
+                let budget = limit
+                    .and_then(|l| l.monthly_budget)
+                    .map(|m| prorated(m, week));
+                let quota = limit.and_then(|l| l.quota_gpus);
+                TeamRow {
+                    gpu_hours: r6(gpu_hours),
+                    direct_cost: r6(t.direct.unwrap_or(0.0)),
+                    shared_cost: r6(t.shared.unwrap_or(0.0)),
+                    total_cost: r6(total),
+                    budget: budget.map(r6),
+                    budget_deviation: budget.map(|b| r6(total - b)),
+                    quota_gpus: quota,
+                    quota_used_share: quota
+                        .filter(|q| *q > 0.0)
+                        .map(|q| r6(gpu_hours / (q * week_hours))),
+                    team: t.team,
+                }
+            })
+            .collect(),
+        unattributed: Unattributed {
+            total_cost: r6(unattributed_total),
+            workloads: workloads
+                .into_iter()
+                .map(|w| UnattributedWorkload {
+                    namespace: w.namespace,
+                    workload: w.workload,
+                    gpu_hours: r6(w.gpu_hours.unwrap_or(0.0)),
+                    cost: r6(w.cost.unwrap_or(0.0)),
+                })
+                .collect(),
+        },
+    })
+}
+
+/// Allocated idle + unexplained GPU-hours and cost.
+fn waste(classes: &[IdleClass]) -> (f64, f64) {
+    classes
+        .iter()
+        .filter(|c| c.class == "allocated_idle" || c.class == "unexplained")
+        .fold((0.0, 0.0), |(h, c), class| {
+            (h + class.gpu_hours, c + class.cost)
+        })
+}
+
+/// SLO-met requests / requests over every model.
+fn slo_met_share(rows: &[ModelRow]) -> Option<f64> {
+    let requests: u64 = rows.iter().map(|r| r.requests).sum();
+    let met: u64 = rows.iter().map(|r| r.met).sum();
+    (requests > 0).then(|| r6(met as f64 / requests as f64))
+}
+
+async fn optimization(
+    ctx: &SessionContext,
+    w: &Window,
+    idle: &[IdleClass],
+    previous_idle: &[IdleClass],
+    this_ue: &[ModelRow],
+    previous_ue: &[ModelRow],
+) -> Result<Optimization> {
+    #[derive(Deserialize, Default)]
+    struct Spot {
+        net: Option<f64>,
+    }
+    let spot: Spot = row(
+        ctx,
+        &format!(
+            "SELECT sum(net_savings) AS net FROM spot_savings({})",
+            w.args()
+        ),
+    )
+    .await?;
+    let (hours, cost) = waste(idle);
+    let (previous_hours, previous_cost) = waste(previous_idle);
+    let missed: Vec<f64> = this_ue.iter().filter_map(|r| r.missed_cost).collect();
+    Ok(Optimization {
+        waste_gpu_hours: r6(hours),
+        waste_cost: r6(cost),
+        previous_waste_gpu_hours: r6(previous_hours),
+        previous_waste_cost: r6(previous_cost),
+        reclaimed_gpu_hours: r6(previous_hours - hours),
+        reclaimed_cost: r6(previous_cost - cost),
+        spot_net_savings: opt(spot.net),
+        slo_met_share: slo_met_share(this_ue),
+        previous_slo_met_share: slo_met_share(previous_ue),
+        slo_missed_cost: (!missed.is_empty()).then(|| r6(missed.iter().sum())),
+    })
+}

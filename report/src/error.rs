@@ -1,0 +1,33 @@
+//! The report crate's one error type.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ReportError {
+    /// A week that is not `YYYY-Www`; the message says why.
+    #[error("week '{week}' is not an ISO week such as 2026-W45: {reason}")]
+    Week { week: String, reason: String },
+
+    #[error("report schedule '{schedule}' is not a cron expression: {reason}")]
+    Schedule { schedule: String, reason: String },
+
+    #[error(transparent)]
+    Query(#[from] gpuledger_query::QueryError),
+
+    #[error(transparent)]
+    Lake(#[from] gpuledger_lake::LakeError),
+
+    #[error("object store: {0}")]
+    ObjectStore(#[from] object_store::Error),
+
+    #[error("reading a section's rows: {0}")]
+    Rows(String),
+}
+
+impl From<datafusion::error::DataFusionError> for ReportError {
+    fn from(error: datafusion::error::DataFusionError) -> Self {
+        ReportError::Query(error.into())
+    }
+}
+
+pub type Result<T, E = ReportError> = std::result::Result<T, E>;

@@ -1,0 +1,443 @@
+//! The report's formats: JSON (the versioned schema), CSV (one file, a `section` column),
+//! Markdown, and a self-contained HTML page with inline SVG charts (no script, no CDN, print CSS).
+//! CSV, Markdown and HTML print every figure exactly as the JSON has it.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::model::WeeklyReport;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Csv,
+    Html,
+    Markdown,
+}
+
+impl Format {
+    /// What the scheduled export writes.
+    pub const EXPORTED: [Format; 3] = [Format::Json, Format::Csv, Format::Html];
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Json => "json",
+            Format::Csv => "csv",
+            Format::Html => "html",
+            Format::Markdown => "md",
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Json => "application/json",
+            Format::Csv => "text/csv; charset=utf-8",
+            Format::Html => "text/html; charset=utf-8",
+            Format::Markdown => "text/markdown; charset=utf-8",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        [Format::Json, Format::Csv, Format::Html, Format::Markdown]
+            .into_iter()
+            .find(|f| f.extension() == name || (name == "markdown" && *f == Format::Markdown))
+    }
+
+    pub fn render(self, report: &WeeklyReport) -> Vec<u8> {
+        match self {
+            Format::Json => json(report),
+            Format::Csv => csv(report),
+            Format::Html => html(report).into_bytes(),
+            Format::Markdown => markdown(report).into_bytes(),
+        }
+    }
+}
+
+const SECTIONS: [&str; 8] = [
+    "capacity",
+    "utilization",
+    "queue",
+    "training",
+    "inference",
+    "tenants",
+    "optimization",
+    "balance",
+];
+
+fn json(report: &WeeklyReport) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(report).expect("the report serializes");
+    out.push(b'\n');
+    out
+}
+
+/// One figure of a section: the row it belongs to (`""` for the section's own figures; a team,
+/// a model, an idle class, …), its name, and its value as the JSON prints it.
+struct Figure {
+    item: String,
+    metric: String,
+    value: String,
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The figures of one section, in a stable order.
+fn figures(section: &Value) -> Vec<Figure> {
+    fn walk(item: &str, prefix: &str, value: &Value, out: &mut Vec<Figure>) {
+        let Value::Object(fields) = value else {
+            return;
+        };
+        for (name, value) in fields {
+            match value {
+                Value::Object(_) => walk(item, &format!("{prefix}{name}."), value, out),
+                Value::Array(elements) => {
+                    for element in elements {
+                        // An element is named by its text fields (a team, a model and flavor, …).
+                        let label: Vec<String> = match element {
+                            Value::Object(f) => f
+                                .values()
+                                .filter_map(|v| v.as_str().map(String::from))
+                                .collect(),
+                            _ => vec![],
+                        };
+                        let label = label.join(" / ");
+                        let numbers = match element {
+                            Value::Object(f) => Value::Object(
+                                f.iter()
+                                    .filter(|(_, v)| !v.is_string())
+                                    .map(|(k, v)| (k.clone(), v.clone()))
+                                    .collect(),
+                            ),
+                            other => other.clone(),
+                        };
+                        let item = if item.is_empty() {
+                            label
+                        } else {
+                            format!("{item} / {label}")
+                        };
+                        walk(&item, &format!("{prefix}{name}."), &numbers, out);
+                    }
+                }
+                scalar => out.push(Figure {
+                    item: item.to_string(),
+                    metric: format!("{prefix}{name}"),
+                    value: text(scalar),
+                }),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk("", "", section, &mut out);
+    out
+}
+
+fn sections(report: &WeeklyReport) -> Vec<(&'static str, Vec<Figure>)> {
+    let value = serde_json::to_value(report).expect("the report serializes");
+    SECTIONS
+        .iter()
+        .map(|name| (*name, figures(&value[*name])))
+        .collect()
+}
+
+fn csv(report: &WeeklyReport) -> Vec<u8> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    writer
+        .write_record(["week", "section", "item", "metric", "value"])
+        .expect("in memory");
+    for (section, figures) in sections(report) {
+        for f in figures {
+            writer
+                .write_record([&report.week, section, &f.item, &f.metric, &f.value])
+                .expect("in memory");
+        }
+    }
+    writer.into_inner().expect("in memory")
+}
+
+fn title(section: &str) -> String {
+    let mut chars = section.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+fn markdown(report: &WeeklyReport) -> String {
+    let mut out = format!(
+        "# GPU weekly report {} ({} to {}, UTC)\n\n{}\n",
+        report.week,
+        report.from,
+        report.to,
+        balance_line(report)
+    );
+    for (section, figures) in sections(report) {
+        let _ = write!(
+            out,
+            "\n## {}\n\n| item | metric | value |\n|---|---|---|\n",
+            title(section)
+        );
+        for f in figures {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                f.item.replace('|', "\\|"),
+                f.metric,
+                f.value.replace('|', "\\|")
+            );
+        }
+    }
+    out
+}
+
+/// The ledger balance line every format shows.
+fn balance_line(report: &WeeklyReport) -> String {
+    let b = &report.balance;
+    format!(
+        "Ledger balance: billed {} + manual {} + rate card {} = expected {}; accounted {}; difference {} ({}).",
+        b.billed,
+        b.manual,
+        b.rate_card,
+        b.expected,
+        b.accounted,
+        b.difference,
+        if b.balanced {
+            "balanced"
+        } else {
+            "DOES NOT BALANCE"
+        }
+    )
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// One bar of a chart: its label and its segments (value, colour, legend name).
+struct Bar {
+    label: String,
+    segments: Vec<(f64, &'static str)>,
+}
+
+const COLOURS: [&str; 4] = ["#2b6cb0", "#dd6b20", "#c53030", "#718096"];
+
+/// A horizontal stacked bar chart as inline SVG, each bar labelled with its total.
+fn bar_chart(title: &str, legend: &[&str], bars: &[Bar]) -> String {
+    let width = 640.0;
+    let label_width = 220.0;
+    let plot = width - label_width - 90.0;
+    let row = 24.0;
+    let height = 30.0 + row * bars.len().max(1) as f64 + 24.0;
+    let max = bars
+        .iter()
+        .map(|b| b.segments.iter().map(|s| s.0.max(0.0)).sum::<f64>())
+        .fold(0.0, f64::max);
+    let mut svg = format!(
+        "<figure class=\"chart\"><figcaption>{}</figcaption>\
+         <svg role=\"img\" aria-label=\"{}\" viewBox=\"0 0 {width} {height}\" width=\"{width}\" height=\"{height}\">",
+        escape(title),
+        escape(title)
+    );
+    for (i, bar) in bars.iter().enumerate() {
+        let y = 10.0 + row * i as f64;
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+            label_width - 6.0,
+            y + 15.0,
+            escape(&bar.label)
+        );
+        let mut x = label_width;
+        let mut total = 0.0;
+        for (value, colour) in &bar.segments {
+            let w = if max > 0.0 {
+                value.max(0.0) / max * plot
+            } else {
+                0.0
+            };
+            let _ = write!(
+                svg,
+                "<rect x=\"{x:.1}\" y=\"{y}\" width=\"{w:.1}\" height=\"18\" fill=\"{colour}\"/>"
+            );
+            x += w;
+            total += value;
+        }
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{}\">{}</text>",
+            x + 4.0,
+            y + 15.0,
+            short(total)
+        );
+    }
+    let y = height - 8.0;
+    let mut x = label_width;
+    for (name, colour) in legend.iter().zip(COLOURS) {
+        let _ = write!(
+            svg,
+            "<rect x=\"{x}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{colour}\"/><text x=\"{}\" y=\"{y}\">{}</text>",
+            y - 9.0,
+            x + 14.0,
+            escape(name)
+        );
+        x += 24.0 + 8.0 * name.len() as f64;
+    }
+    svg.push_str("</svg></figure>\n");
+    svg
+}
+
+/// A chart label: two decimals.
+fn short(x: f64) -> String {
+    format!("{x:.2}")
+}
+
+fn html(report: &WeeklyReport) -> String {
+    let b = &report.balance;
+    let c = &report.capacity;
+    let u = &report.utilization;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>GPU weekly report {week}</title>\
+         <style>\
+         body{{font-family:system-ui,sans-serif;margin:2em;color:#1a202c;max-width:60em}}\
+         h1{{font-size:1.6em}} h2{{border-bottom:1px solid #cbd5e0;margin-top:1.6em}}\
+         .totals{{display:flex;flex-wrap:wrap;gap:1em}}\
+         .total{{border:1px solid #cbd5e0;border-radius:6px;padding:.6em 1em}}\
+         .total b{{display:block;font-size:1.4em}}\
+         table{{border-collapse:collapse;font-size:.9em}} td,th{{border:1px solid #e2e8f0;padding:.2em .6em;text-align:left}}\
+         td.n{{text-align:right;font-variant-numeric:tabular-nums}}\
+         figure.chart{{margin:1em 0}} figcaption{{font-weight:600}} svg text{{font-size:12px}}\
+         .unbalanced{{color:#c53030;font-weight:700}}\
+         @media print{{body{{margin:0;max-width:none}} figure.chart,table,.totals{{break-inside:avoid}} h2{{break-after:avoid}}}}\
+         </style></head><body>\n\
+         <h1>GPU weekly report {week}</h1>\n<p>{from} to {to} (UTC, ISO week), amounts in {currency}.</p>\n",
+        week = escape(&report.week),
+        from = report.from,
+        to = report.to,
+        currency = escape(&report.currency),
+    );
+    let total = |label: &str, value: String| {
+        format!(
+            "<div class=\"total\"><span>{}</span><b>{}</b></div>",
+            escape(label),
+            escape(&value)
+        )
+    };
+    out.push_str("<section class=\"totals\" id=\"totals\">");
+    out.push_str(&total("GPUs", c.total_gpus.to_string()));
+    out.push_str(&total("available GPUs", c.available_gpus.to_string()));
+    out.push_str(&total(
+        "allocated GPU-hours",
+        u.allocated_gpu_hours.to_string(),
+    ));
+    out.push_str(&total("GPU cost", u.gpu_cost.to_string()));
+    out.push_str(&total("accounted", b.accounted.to_string()));
+    out.push_str(&total("balance difference", b.difference.to_string()));
+    out.push_str("</section>\n");
+    let _ = writeln!(
+        out,
+        "<p id=\"balance\" class=\"{}\">{}</p>",
+        if b.balanced { "balanced" } else { "unbalanced" },
+        escape(&balance_line(report))
+    );
+
+    out.push_str("<h2>Charts</h2>\n");
+    out.push_str(&bar_chart(
+        "Idle cost by class",
+        &["cost"],
+        &u.idle
+            .iter()
+            .map(|i| Bar {
+                label: i.class.clone(),
+                segments: vec![(i.cost, COLOURS[0])],
+            })
+            .collect::<Vec<_>>(),
+    ));
+    out.push_str(&bar_chart(
+        "Cost per team",
+        &["direct", "shared"],
+        &report
+            .tenants
+            .teams
+            .iter()
+            .map(|t| Bar {
+                label: t.team.clone(),
+                segments: vec![(t.direct_cost, COLOURS[0]), (t.shared_cost, COLOURS[1])],
+            })
+            .collect::<Vec<_>>(),
+    ));
+    out.push_str(&bar_chart(
+        "GPUs by model and flavor",
+        &["available", "faulty", "maintenance"],
+        &c.by_model
+            .iter()
+            .map(|g| Bar {
+                label: format!("{} ({})", g.gpu_model, g.flavor),
+                segments: vec![
+                    (g.available_gpus as f64, COLOURS[0]),
+                    (g.faulty_gpus as f64, COLOURS[2]),
+                    (g.maintenance_gpus as f64, COLOURS[3]),
+                ],
+            })
+            .collect::<Vec<_>>(),
+    ));
+    out.push_str(&bar_chart(
+        "Cost per 1M SLO-met tokens, this week and the week before",
+        &["this week", "previous week"],
+        &report
+            .inference
+            .models
+            .iter()
+            .flat_map(|m| {
+                let cost = |f: &Option<crate::model::ModelFigures>| {
+                    f.as_ref()
+                        .and_then(|f| f.cost_per_1m_slo_met_tokens)
+                        .unwrap_or(0.0)
+                };
+                [
+                    Bar {
+                        label: m.model.clone(),
+                        segments: vec![(cost(&m.week), COLOURS[0])],
+                    },
+                    Bar {
+                        label: format!("{} (previous)", m.model),
+                        segments: vec![(cost(&m.previous_week), COLOURS[1])],
+                    },
+                ]
+            })
+            .collect::<Vec<_>>(),
+    ));
+
+    for (section, figures) in sections(report) {
+        let _ = write!(
+            out,
+            "<h2 id=\"{section}\">{}</h2>\n<table><thead><tr><th>item</th><th>metric</th><th>value</th></tr></thead><tbody>\n",
+            title(section)
+        );
+        for f in figures {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td></tr>",
+                escape(&f.item),
+                escape(&f.metric),
+                escape(&f.value)
+            );
+        }
+        out.push_str("</tbody></table>\n");
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,158 @@
+use super::*;
+use crate::model::*;
+
+/// A report with every kind of row, some figures null.
+fn sample() -> WeeklyReport {
+    let figures = |requests, met| ModelFigures {
+        requests,
+        slo_met_requests: met,
+        slo_met_tokens: met * 1000,
+        slo_met_tokens_per_second: r6((met * 1000) as f64 / 604_800.0),
+        cost: Some(40.728),
+        cost_per_1m_slo_met_tokens: Some(5091.0),
+        slo_missed_cost: None,
+    };
+    WeeklyReport {
+        schema_version: SCHEMA_VERSION,
+        week: "2026-W45".into(),
+        from: "2026-11-02".into(),
+        to: "2026-11-09".into(),
+        currency: "USD".into(),
+        capacity: Capacity {
+            total_gpus: 3,
+            available_gpus: 1,
+            faulty_gpus: 2,
+            maintenance_gpus: 0,
+            fault_gpu_hours: 4.0,
+            by_model: vec![CapacityGroup {
+                gpu_model: "NVIDIA L4".into(),
+                flavor: "on_demand".into(),
+                gpus: 1,
+                available_gpus: 1,
+                faulty_gpus: 0,
+                maintenance_gpus: 0,
+            }],
+        },
+        utilization: Utilization {
+            allocated_gpu_hours: 19.0,
+            busy_gpu_hours: 17.0,
+            sm_active: Some(0.474286),
+            memory_used_share: None,
+            power_w_avg: Some(400.0),
+            energy_kwh: 3.2,
+            gpu_cost: 82.4,
+            idle: vec![IdleClass {
+                class: "reserved:warm_pool".into(),
+                gpu_hours: 6.0,
+                cost: 9.6,
+            }],
+        },
+        queue: Queue {
+            queued: 3,
+            admitted: 2,
+            waits_measured: 2,
+            wait_p50_seconds: Some(450.0),
+            wait_p95_seconds: Some(765.0),
+            rejections: 1,
+            preemptions: 1,
+            evictions: 0,
+            borrowed_admissions: 1,
+        },
+        training: Training {
+            workloads: 1,
+            runs: 1,
+            succeeded: 1,
+            failed: 0,
+            preempted: 0,
+            success_rate: Some(1.0),
+            gpu_hours: 6.0,
+            effective_gpu_hours: 6.0,
+            cost: 9.6,
+            failure_loss: 0.0,
+            recompute_cost: 0.0,
+        },
+        inference: Inference {
+            models: vec![ModelWeeks {
+                model: "llama-3-8b".into(),
+                week: Some(figures(14, 5)),
+                previous_week: None,
+            }],
+        },
+        tenants: Tenants {
+            limits: "not configured".into(),
+            teams: vec![TeamRow {
+                team: "nlp".into(),
+                gpu_hours: 12.0,
+                direct_cost: 19.2,
+                shared_cost: 21.528,
+                total_cost: 40.728,
+                budget: None,
+                budget_deviation: None,
+                quota_gpus: None,
+                quota_used_share: None,
+            }],
+            unattributed: Unattributed {
+                total_cost: 5.208,
+                workloads: vec![UnattributedWorkload {
+                    namespace: Some("ml".into()),
+                    workload: Some("promo".into()),
+                    gpu_hours: 1.0,
+                    cost: 1.2,
+                }],
+            },
+        },
+        optimization: Optimization {
+            waste_gpu_hours: 23.0,
+            waste_cost: 36.4,
+            previous_waste_gpu_hours: 30.0,
+            previous_waste_cost: 48.0,
+            reclaimed_gpu_hours: 7.0,
+            reclaimed_cost: 11.6,
+            spot_net_savings: None,
+            slo_met_share: Some(0.357143),
+            previous_slo_met_share: Some(1.0),
+            slo_missed_cost: Some(12.0),
+        },
+        balance: Balance {
+            billed: 111.0,
+            manual: 4.8,
+            rate_card: 2.4,
+            expected: 118.2,
+            accounted: 118.2,
+            difference: 0.0,
+            balanced: true,
+        },
+    }
+}
+
+#[test]
+fn csv_markdown_and_html_carry_the_json_figures() {
+    let report = sample();
+    let csv = String::from_utf8(Format::Csv.render(&report)).unwrap();
+    for line in [
+        "week,section,item,metric,value",
+        "2026-W45,capacity,,total_gpus,3",
+        "2026-W45,capacity,NVIDIA L4 / on_demand,by_model.gpus,1",
+        "2026-W45,utilization,reserved:warm_pool,idle.cost,9.6",
+        "2026-W45,utilization,,memory_used_share,",
+        "2026-W45,inference,llama-3-8b,models.week.cost_per_1m_slo_met_tokens,5091.0",
+        "2026-W45,inference,llama-3-8b,models.previous_week,",
+        "2026-W45,tenants,nlp,teams.total_cost,40.728",
+        "2026-W45,tenants,,limits,not configured",
+        "2026-W45,tenants,ml / promo,unattributed.workloads.cost,1.2",
+        "2026-W45,balance,,accounted,118.2",
+    ] {
+        assert!(csv.lines().any(|l| l == line), "{line} not in\n{csv}");
+    }
+    let md = String::from_utf8(Format::Markdown.render(&report)).unwrap();
+    assert!(md.contains("| nlp | teams.total_cost | 40.728 |"), "{md}");
+    assert!(
+        md.contains("difference 0 (balanced)") || md.contains("difference 0.0 (balanced)"),
+        "{md}"
+    );
+    let html = String::from_utf8(Format::Html.render(&report)).unwrap();
+    assert_eq!(html.matches("<svg").count(), 4);
+    assert!(!html.contains("<script") && !html.contains("http://") && !html.contains("https://"));
+    assert!(html.contains("<td>nlp</td><td>teams.total_cost</td><td class=\"n\">40.728</td>"));
+    assert!(html.contains("@media print"));
+}

@@ -1,0 +1,406 @@
+//! The weekly report on known data: the worked example of docs/ledger.md is week 2026-W45
+//! (Monday 2026-11-02), and `tests/data/report-example` adds the week before (2026-10-26: n1 billed
+//! 96.00, vision/train 6 h and nlp/serve 12 h without telemetry, two SLO-met requests) and W45's
+//! queue (three workloads queued on 11-03). Every figure below is worked out by hand from those.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::golden::{load_worked_example, run_ok};
+use crate::support::{Ledger, describe, ledgers};
+
+fn data(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/report-example")
+        .join(file)
+}
+
+fn load_report_example(ledger: &Ledger) {
+    load_worked_example(ledger);
+    for (source, file) in [
+        ("events", "events.jsonl"),
+        ("focus", "billing.csv"),
+        ("tokens", "tokens.jsonl"),
+    ] {
+        ledger.ingest_ok(source, &data(file), &[]);
+    }
+    let built = run_ok(
+        ledger,
+        &[
+            "ledger",
+            "build",
+            "--from",
+            "2026-10-26",
+            "--to",
+            "2026-10-26",
+        ],
+    );
+    assert!(built.contains("(balanced)"), "{built}");
+}
+
+fn report(ledger: &Ledger, format: &str) -> Vec<u8> {
+    let out = ledger.run(&["report", "weekly", "--week", "2026-W45", "--format", format]);
+    assert!(out.status.success(), "{}", describe(&out));
+    out.stdout
+}
+
+fn check_json(report: &Value) {
+    assert_eq!(report["schema_version"], 1);
+    assert_eq!(
+        (&report["week"], &report["from"], &report["to"]),
+        (
+            &json!("2026-W45"),
+            &json!("2026-11-02"),
+            &json!("2026-11-09")
+        )
+    );
+    // n1's two H100s were down 20–22 h (fault); n2's L4 never faulted: 1 of 3 available.
+    assert_eq!(
+        report["capacity"],
+        json!({"total_gpus": 3, "available_gpus": 1, "faulty_gpus": 2, "maintenance_gpus": 0,
+               "fault_gpu_hours": 4.0,
+               "by_model": [
+                   {"gpu_model": "NVIDIA H100 80GB HBM3", "flavor": "on_demand", "gpus": 2,
+                    "available_gpus": 0, "faulty_gpus": 2, "maintenance_gpus": 0},
+                   {"gpu_model": "NVIDIA L4", "flavor": "on_demand", "gpus": 1,
+                    "available_gpus": 1, "faulty_gpus": 0, "maintenance_gpus": 0}]})
+    );
+    // Allocated: vision 6 h + nlp 12 h + promo 1 h = 19; busy 19 − 2 h of allocated idle = 17.
+    // SM active over allocated time with telemetry: (4 × 0.60 + 2 × 0.01 + 1 × 0.90) / 7 = 0.474286.
+    // Power: every sample says 400 W; energy: n1 GPU 0 6 h × 400 W = 2,400 Wh, plus 10 Wh that its
+    // last sample (05:59:30, standing for 2 min) puts in hour 06 (tests/sql/gpu_hours.slt), and n2
+    // GPU 0 2 h × 400 W = 800 Wh: 3.21 kWh. No framebuffer fields in the example: memory is null.
+    // GPU cost: 118.20 − shared 39.00 = 79.20 (docs/ledger.md).
+    // Idle by class as in docs/ledger.md's table.
+    assert_eq!(
+        report["utilization"],
+        json!({"allocated_gpu_hours": 19.0, "busy_gpu_hours": 17.0, "sm_active": 0.474286,
+               "memory_used_share": null, "power_w_avg": 400.0, "energy_kwh": 3.21,
+               "gpu_cost": 79.2,
+               "idle": [
+                   {"class": "allocated_idle", "gpu_hours": 2.0, "cost": 3.2},
+                   {"class": "reserved:warm_pool", "gpu_hours": 6.0, "cost": 9.6},
+                   {"class": "unexplained", "gpu_hours": 21.0, "cost": 33.2},
+                   {"class": "fault", "gpu_hours": 4.0, "cost": 6.4}]})
+    );
+    // Waits 300 s (batch-a) and 900 s (batch-b): p50 600, p95 300 + 0.95 × 600 = 870 (linear
+    // interpolation); batch-c was rejected, batch-a admitted by borrowing, then preempted.
+    assert_eq!(
+        report["queue"],
+        json!({"queued": 3, "admitted": 2, "waits_measured": 2, "wait_p50_seconds": 600.0,
+               "wait_p95_seconds": 870.0, "rejections": 1, "preemptions": 1, "evictions": 0,
+               "borrowed_admissions": 1})
+    );
+    // vision/train: one run 00–06 that finished: 6 GPU-hours, 4 h busy + 2 h idle at 1.60.
+    assert_eq!(
+        report["training"],
+        json!({"workloads": 1, "runs": 1, "succeeded": 1, "failed": 0, "preempted": 0,
+               "success_rate": 1.0, "gpu_hours": 6.0, "effective_gpu_hours": 6.0, "cost": 9.6,
+               "failure_loss": 0.0, "recompute_cost": 0.0})
+    );
+    // W45 (tests/sql/unit_economics.slt): nlp/serve's loaded cost 40.728 serves 14 requests of
+    // 1,000 tokens; 3 + 2 met their SLO: 40.728 / 5,000 × 1e6 = 8145.6 per 1M SLO-met tokens;
+    // 5,000 / 604,800 s = 0.008267 tokens/s; the 9 missed carry 40.728 × 9 / 14 = 26.182286.
+    // W44: 19.20 direct + 12.80 shared (node overhead 19.20 × 19.20 / 28.80) = 32.00 over 2,000
+    // tokens: 16000 per 1M; 2,000 / 604,800 = 0.003307.
+    assert_eq!(
+        report["inference"],
+        json!({"models": [{"model": "llama-3-8b",
+            "week": {"requests": 14, "slo_met_requests": 5, "slo_met_tokens": 5000,
+                     "slo_met_tokens_per_second": 0.008267, "cost": 40.728,
+                     "cost_per_1m_slo_met_tokens": 8145.6, "slo_missed_cost": 26.182286},
+            "previous_week": {"requests": 2, "slo_met_requests": 2, "slo_met_tokens": 2000,
+                     "slo_met_tokens_per_second": 0.003307, "cost": 32.0,
+                     "cost_per_1m_slo_met_tokens": 16000.0, "slo_missed_cost": 0.0}}]})
+    );
+    // docs/ledger.md's team totals; nothing configured, so no budget or quota.
+    let team = |team: &str, hours: f64, direct: f64, shared: f64, total: f64| {
+        json!({"team": team, "gpu_hours": hours, "direct_cost": direct, "shared_cost": shared,
+               "total_cost": total, "budget": null, "budget_deviation": null,
+               "quota_gpus": null, "quota_used_share": null})
+    };
+    assert_eq!(
+        report["tenants"],
+        json!({"limits": "not configured",
+               "teams": [team("nlp", 12.0, 19.2, 21.528, 40.728),
+                         team("unattributed", 1.0, 1.2, 4.008, 5.208),
+                         team("vision", 6.0, 9.6, 13.464, 23.064)],
+               "unattributed": {"total_cost": 5.208, "workloads": [
+                   {"namespace": "ml", "workload": "promo", "gpu_hours": 1.0, "cost": 1.2}]}})
+    );
+    // Waste (allocated idle + unexplained): W45 2 + 21 = 23 h, 3.20 + 33.20 = 36.40; W44 GPU 0
+    // 06–24 h and GPU 1 12–24 h unexplained = 30 h × 1.60 = 48.00. Reclaimed 7 h, 11.60. No spot
+    // node. SLO-met share 5 / 14 = 0.357143, the week before 2 / 2.
+    assert_eq!(
+        report["optimization"],
+        json!({"waste_gpu_hours": 23.0, "waste_cost": 36.4, "previous_waste_gpu_hours": 30.0,
+               "previous_waste_cost": 48.0, "reclaimed_gpu_hours": 7.0, "reclaimed_cost": 11.6,
+               "spot_net_savings": null, "slo_met_share": 0.357143, "previous_slo_met_share": 1.0,
+               "slo_missed_cost": 26.182286})
+    );
+    // docs/ledger.md: billed 111.00 + manual 4.80 + rate card 2.40 = 118.20, all accounted.
+    assert_eq!(
+        report["balance"],
+        json!({"billed": 111.0, "manual": 4.8, "rate_card": 2.4, "expected": 118.2,
+               "accounted": 118.2, "difference": 0.0, "balanced": true})
+    );
+}
+
+/// The figures a reader checks, as CSV rows (`week,section,item,metric,value`) and as HTML table
+/// cells: the same strings the JSON prints.
+const FIGURES: [(&str, &str, &str, &str); 10] = [
+    ("capacity", "", "total_gpus", "3"),
+    (
+        "capacity",
+        "NVIDIA L4 / on_demand",
+        "by_model.available_gpus",
+        "1",
+    ),
+    ("utilization", "unexplained", "idle.cost", "33.2"),
+    ("queue", "", "wait_p95_seconds", "870.0"),
+    ("training", "", "cost", "9.6"),
+    (
+        "inference",
+        "llama-3-8b",
+        "models.week.cost_per_1m_slo_met_tokens",
+        "8145.6",
+    ),
+    (
+        "inference",
+        "llama-3-8b",
+        "models.previous_week.cost_per_1m_slo_met_tokens",
+        "16000.0",
+    ),
+    ("tenants", "nlp", "teams.total_cost", "40.728"),
+    ("optimization", "", "reclaimed_cost", "11.6"),
+    ("balance", "", "accounted", "118.2"),
+];
+
+fn check_csv(csv: &str) {
+    assert!(csv.starts_with("week,section,item,metric,value\n"), "{csv}");
+    for (section, item, metric, value) in FIGURES {
+        let line = format!("2026-W45,{section},{item},{metric},{value}");
+        assert!(csv.lines().any(|l| l == line), "{line} not in\n{csv}");
+    }
+}
+
+fn check_html(html: &str) {
+    for (_, item, metric, value) in FIGURES {
+        let cells = format!("<td>{item}</td><td>{metric}</td><td class=\"n\">{value}</td>");
+        assert!(html.contains(&cells), "{cells} not in the page");
+    }
+    assert!(html.contains("difference 0.0 (balanced)"));
+    assert_eq!(html.matches("<svg").count(), 4);
+    assert!(
+        !html.contains("<script") && !html.contains("://"),
+        "self-contained"
+    );
+}
+
+#[test]
+fn the_weekly_report_has_every_sections_figures_in_every_format() {
+    for (i, ledger) in ledgers().into_iter().enumerate() {
+        load_report_example(&ledger);
+        let json = report(&ledger, "json");
+        check_json(&serde_json::from_slice(&json).unwrap());
+        if i == 0 {
+            keeps_to_its_schema(&ledger, &json);
+        }
+        let csv = String::from_utf8(report(&ledger, "csv")).unwrap();
+        check_csv(&csv);
+        let html_path = ledger.dir.path().join("report.html");
+        run_ok(
+            &ledger,
+            &[
+                "report", "weekly", "--week", "2026-W45", "--format", "html", "--out",
+            ]
+            .into_iter()
+            .chain([html_path.to_str().unwrap()])
+            .collect::<Vec<_>>(),
+        );
+        let html = std::fs::read_to_string(&html_path).unwrap();
+        check_html(&html);
+        let md = String::from_utf8(report(&ledger, "md")).unwrap();
+        assert!(md.contains("| nlp | teams.total_cost | 40.728 |"), "{md}");
+        if i == 0 {
+            renders_in_chromium(&html_path);
+            rest_matches_the_cli(&ledger, &json, &csv, &html);
+        }
+    }
+}
+
+/// The JSON validates against docs/report.schema.json with Python's `jsonschema` (installed with
+/// schemathesis by scripts/test), and a report with a field the schema does not know does not.
+fn keeps_to_its_schema(ledger: &Ledger, json: &[u8]) {
+    let check = "import json, sys, jsonschema
+schema = json.load(open(sys.argv[1]))
+jsonschema.Draft202012Validator.check_schema(schema)
+jsonschema.Draft202012Validator(schema).validate(json.load(open(sys.argv[2])))";
+    if !Command::new("python3")
+        .args(["-c", "import jsonschema"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have python3 jsonschema"
+        );
+        eprintln!("skipped: python3 jsonschema is not installed (scripts/test installs it)");
+        return;
+    }
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/report.schema.json");
+    let validate = |body: &[u8]| {
+        let file = ledger.dir.path().join("report-to-validate.json");
+        std::fs::write(&file, body).unwrap();
+        Command::new("python3")
+            .args(["-c", check])
+            .arg(&schema)
+            .arg(&file)
+            .output()
+            .unwrap()
+    };
+    let out = validate(json);
+    assert!(out.status.success(), "{}", describe(&out));
+    let mut extra: Value = serde_json::from_slice(json).unwrap();
+    extra["balance"]["note"] = json!("not in the schema");
+    assert!(
+        !validate(&serde_json::to_vec(&extra).unwrap())
+            .status
+            .success()
+    );
+}
+
+/// REST gives the CLI's bytes, figure for figure; the report covers the fleet, so a team's token
+/// is refused; a malformed week or format is a 400 naming the parameter.
+fn rest_matches_the_cli(ledger: &Ledger, json: &[u8], csv: &str, html: &str) {
+    let admin = ledger.token("read", None);
+    let team = ledger.token("read", Some("nlp"));
+    let server = ledger.serve(&[]);
+    let get = |path: &str, token: &str| {
+        let response = server
+            .http
+            .get(server.url(path))
+            .bearer_auth(token)
+            .send()
+            .unwrap();
+        let status = response.status().as_u16();
+        let content_type = response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        (status, content_type, response.bytes().unwrap().to_vec())
+    };
+    let (status, content_type, body) = get("/v1/reports/weekly/2026-W45", &admin);
+    assert_eq!((status, content_type.as_str()), (200, "application/json"));
+    assert_eq!(body, json);
+    let (_, content_type, body) = get("/v1/reports/weekly/2026-W45?format=csv", &admin);
+    assert!(content_type.starts_with("text/csv"));
+    assert_eq!(String::from_utf8(body).unwrap(), csv);
+    let (_, content_type, body) = get("/v1/reports/weekly/2026-W45?format=html", &admin);
+    assert!(content_type.starts_with("text/html"));
+    assert_eq!(String::from_utf8(body).unwrap(), html);
+    let (status, _, body) = get("/v1/reports/weekly/2026-W45", &team);
+    assert_eq!(status, 403, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("whole fleet"));
+    for (path, parameter) in [
+        ("/v1/reports/weekly/2026-45", "week"),
+        ("/v1/reports/weekly/2026-W54", "week"),
+        ("/v1/reports/weekly/2026-W45?format=xml", "format"),
+    ] {
+        let (status, _, body) = get(path, &admin);
+        let problem: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status, 400, "{path}: {problem}");
+        assert!(
+            problem["detail"].as_str().unwrap().contains(parameter),
+            "{path}: {problem}"
+        );
+    }
+}
+
+/// The page opened in headless Chromium (Debian's, installed by scripts/test): the DOM it
+/// builds has the charts and the totals, and the browser logs no console message.
+fn renders_in_chromium(page: &Path) {
+    let Some(chromium) = ["chromium", "chromium-browser"].into_iter().find(|b| {
+        Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have chromium (scripts/test installs it)"
+        );
+        eprintln!("skipped: chromium is not installed (scripts/test installs it)");
+        return;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("run chromium");
+    assert!(out.status.success(), "{}", describe(&out));
+    let dom = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(dom.matches("<svg").count(), 4, "{dom}");
+    assert!(dom.matches("<rect").count() >= 8, "bars and legends drawn");
+    assert!(
+        dom.contains("<b>118.2</b>") && dom.contains("<b>3</b>"),
+        "totals: {dom}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("CONSOLE"), "console messages: {stderr}");
+}
+
+/// `serve` exports on its schedule at start: the last week due is caught up, written to the
+/// store under reports/weekly/<week>/ and listed by GET /v1/reports/runs.
+#[test]
+fn serve_exports_the_due_week_at_start_and_lists_the_run() {
+    let ledger = ledgers().remove(0);
+    let token = ledger.token("read", None);
+    let server = ledger.serve(&[]);
+    let mut runs = Value::Null;
+    for _ in 0..100 {
+        runs = server
+            .http
+            .get(server.url("/v1/reports/runs"))
+            .bearer_auth(&token)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        if runs[0]["status"] == "succeeded" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let run = &runs[0];
+    assert_eq!(run["status"], "succeeded", "{runs}");
+    assert_eq!(run["attempts"], 1);
+    assert!(run["error"].is_null() && run["finished_at"].is_string());
+    let week = run["week"].as_str().unwrap();
+    let keys: Vec<String> = ["json", "csv", "html"]
+        .iter()
+        .map(|e| format!("reports/weekly/{week}/report.{e}"))
+        .collect();
+    assert_eq!(run["objects"], json!(keys));
+    for key in &keys {
+        assert!(ledger.data_dir().join(key).is_file(), "{key}");
+    }
+    let listed = ledger.sql("select week, status, attempts from system.report_runs");
+    assert_eq!(
+        listed,
+        [json!({"week": week, "status": "succeeded", "attempts": 1})]
+    );
+}
