@@ -100,17 +100,19 @@ fn check_json(report: &Value) {
                "success_rate": 1.0, "gpu_hours": 6.0, "effective_gpu_hours": 6.0, "cost": 9.6,
                "failure_loss": 0.0, "recompute_cost": 0.0})
     );
-    // W45 (tests/sql/unit_economics.slt): nlp/serve's loaded cost 40.728 serves 14 requests of
-    // 1,000 tokens; 3 + 2 met their SLO: 40.728 / 5,000 × 1e6 = 8145.6 per 1M SLO-met tokens;
-    // 5,000 / 604,800 s = 0.008267 tokens/s; the 9 missed carry 40.728 × 9 / 14 = 26.182286.
+    // W45 (tests/sql/unit_economics.slt): nlp/serve's loaded cost 40.728 serves 14 online requests
+    // of 1,000 tokens (3 + 2 met their SLO) and the batch request b1 (10,100 tokens, no batch SLO,
+    // succeeded: met): 15 requests, 6 met, 15,100 SLO-met tokens of 24,100.
+    // 40.728 / 15,100 × 1e6 = 2697.218543 per 1M SLO-met tokens; 15,100 / 604,800 s = 0.024967
+    // tokens/s; the 9 missed (9,000 tokens) carry 40.728 × 9,000 / 24,100 = 15.209627.
     // W44: 19.20 direct + 12.80 shared (node overhead 19.20 × 19.20 / 28.80) = 32.00 over 2,000
     // tokens: 16000 per 1M; 2,000 / 604,800 = 0.003307.
     assert_eq!(
         report["inference"],
         json!({"models": [{"model": "llama-3-8b",
-            "week": {"requests": 14, "slo_met_requests": 5, "slo_met_tokens": 5000,
-                     "slo_met_tokens_per_second": 0.008267, "cost": 40.728,
-                     "cost_per_1m_slo_met_tokens": 8145.6, "slo_missed_cost": 26.182286},
+            "week": {"requests": 15, "slo_met_requests": 6, "slo_met_tokens": 15100,
+                     "slo_met_tokens_per_second": 0.024967, "cost": 40.728,
+                     "cost_per_1m_slo_met_tokens": 2697.218543, "slo_missed_cost": 15.209627},
             "previous_week": {"requests": 2, "slo_met_requests": 2, "slo_met_tokens": 2000,
                      "slo_met_tokens_per_second": 0.003307, "cost": 32.0,
                      "cost_per_1m_slo_met_tokens": 16000.0, "slo_missed_cost": 0.0}}]})
@@ -132,13 +134,13 @@ fn check_json(report: &Value) {
     );
     // Waste (allocated idle + unexplained): W45 2 + 21 = 23 h, 3.20 + 33.20 = 36.40; W44 GPU 0
     // 06–24 h and GPU 1 12–24 h unexplained = 30 h × 1.60 = 48.00. Reclaimed 7 h, 11.60. No spot
-    // node. SLO-met share 5 / 14 = 0.357143, the week before 2 / 2.
+    // node. SLO-met share 6 / 15 = 0.4, the week before 2 / 2; missed cost as in inference.
     assert_eq!(
         report["optimization"],
         json!({"waste_gpu_hours": 23.0, "waste_cost": 36.4, "previous_waste_gpu_hours": 30.0,
                "previous_waste_cost": 48.0, "reclaimed_gpu_hours": 7.0, "reclaimed_cost": 11.6,
-               "spot_net_savings": null, "slo_met_share": 0.357143, "previous_slo_met_share": 1.0,
-               "slo_missed_cost": 26.182286})
+               "spot_net_savings": null, "slo_met_share": 0.4, "previous_slo_met_share": 1.0,
+               "slo_missed_cost": 15.209627})
     );
     // docs/ledger.md: billed 111.00 + manual 4.80 + rate card 2.40 = 118.20, all accounted.
     assert_eq!(
@@ -154,7 +156,7 @@ const FIGURES: [(&str, &str, &str, &str); 10] = [
     ("capacity", "", "total_gpus", "3"),
     (
         "capacity",
-        "NVIDIA L4 / on_demand",
+        "on_demand / NVIDIA L4",
         "by_model.available_gpus",
         "1",
     ),
@@ -165,7 +167,7 @@ const FIGURES: [(&str, &str, &str, &str); 10] = [
         "inference",
         "llama-3-8b",
         "models.week.cost_per_1m_slo_met_tokens",
-        "8145.6",
+        "2697.218543",
     ),
     (
         "inference",

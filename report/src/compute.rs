@@ -227,6 +227,7 @@ async fn idle_classes(ctx: &SessionContext, w: &Window) -> Result<Vec<IdleClass>
     };
     let mut classes: Vec<IdleClass> = found
         .into_iter()
+        .filter(|r| r.class != "busy")
         .map(|r| IdleClass {
             class: match r.reason {
                 Some(reason) => format!("{}:{reason}", r.class),
@@ -331,9 +332,9 @@ async fn queue(ctx: &SessionContext, w: &Window) -> Result<Queue> {
                  SELECT date_part('epoch', min(a.ts)) - date_part('epoch', q.ts) AS wait
                  FROM scheduler_events q JOIN scheduler_events a
                    ON a.event = 'admitted' AND a.ts >= q.ts
-                  AND a.cluster IS NOT DISTINCT FROM q.cluster
-                  AND a.namespace IS NOT DISTINCT FROM q.namespace
-                  AND a.workload IS NOT DISTINCT FROM q.workload
+                  AND (a.cluster IS NOT DISTINCT FROM q.cluster)
+                  AND (a.namespace IS NOT DISTINCT FROM q.namespace)
+                  AND (a.workload IS NOT DISTINCT FROM q.workload)
                  WHERE q.event = 'queued' AND {}
                  GROUP BY q.cluster, q.namespace, q.workload, q.ts)
              SELECT count(*) AS n,

@@ -195,17 +195,22 @@ fn markdown(report: &WeeklyReport) -> String {
     out
 }
 
+/// A figure as the JSON prints it (`0.0`, not Rust's `0`).
+fn num(x: f64) -> String {
+    Value::from(x).to_string()
+}
+
 /// The ledger balance line every format shows.
 fn balance_line(report: &WeeklyReport) -> String {
     let b = &report.balance;
     format!(
         "Ledger balance: billed {} + manual {} + rate card {} = expected {}; accounted {}; difference {} ({}).",
-        b.billed,
-        b.manual,
-        b.rate_card,
-        b.expected,
-        b.accounted,
-        b.difference,
+        num(b.billed),
+        num(b.manual),
+        num(b.rate_card),
+        num(b.expected),
+        num(b.accounted),
+        num(b.difference),
         if b.balanced {
             "balanced"
         } else {
@@ -340,9 +345,9 @@ fn html(report: &WeeklyReport) -> String {
         "allocated GPU-hours",
         u.allocated_gpu_hours.to_string(),
     ));
-    out.push_str(&total("GPU cost", u.gpu_cost.to_string()));
-    out.push_str(&total("accounted", b.accounted.to_string()));
-    out.push_str(&total("balance difference", b.difference.to_string()));
+    out.push_str(&total("GPU cost", num(u.gpu_cost)));
+    out.push_str(&total("accounted", num(b.accounted)));
+    out.push_str(&total("balance difference", num(b.difference)));
     out.push_str("</section>\n");
     let _ = writeln!(
         out,

@@ -132,7 +132,7 @@ fn csv_markdown_and_html_carry_the_json_figures() {
     for line in [
         "week,section,item,metric,value",
         "2026-W45,capacity,,total_gpus,3",
-        "2026-W45,capacity,NVIDIA L4 / on_demand,by_model.gpus,1",
+        "2026-W45,capacity,on_demand / NVIDIA L4,by_model.gpus,1",
         "2026-W45,utilization,reserved:warm_pool,idle.cost,9.6",
         "2026-W45,utilization,,memory_used_share,",
         "2026-W45,inference,llama-3-8b,models.week.cost_per_1m_slo_met_tokens,5091.0",
