@@ -14,7 +14,7 @@ mod fleet;
 
 use std::time::Instant;
 
-use fleet::{DAYS, TEAMS, telemetry, write};
+use fleet::{TEAMS, telemetry, write};
 use gpuledger_lake::tables::Table;
 use gpuledger_ledger::time::{MICROS_PER_DAY, MICROS_PER_HOUR, Span};
 use gpuledger_query::ledger_build::{build_ledger, days_between};

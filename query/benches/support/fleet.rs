@@ -157,7 +157,6 @@ pub struct Fleet {
 
 /// Lands the fleet's telemetry, scheduler events and billing (the ledger is not built).
 pub fn land(runtime: &tokio::runtime::Runtime) -> Fleet {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let lake = runtime
         .block_on(Lake::open(&LakeConfig {
