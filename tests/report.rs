@@ -400,6 +400,17 @@ fn serve_exports_the_due_week_at_start_and_lists_the_run() {
     for key in &keys {
         assert!(ledger.data_dir().join(key).is_file(), "{key}");
     }
+    let metrics = server
+        .http
+        .get(server.url("/metrics"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains("report_runs_total{outcome=\"succeeded\"} 1"),
+        "{metrics}"
+    );
     let listed = ledger.sql("select week, status, attempts from system.report_runs");
     assert_eq!(
         listed,

@@ -207,12 +207,18 @@ impl<C: Clock> Scheduler<C> {
     }
 
     /// Runs until `shutdown` completes: a tick at start (the catch-up), then at every firing,
-    /// and at least every minute for retries. Errors are logged; the loop goes on.
-    pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
+    /// and at least every minute for retries; `observe` sees every attempt (for metrics).
+    /// Errors are logged; the loop goes on.
+    pub async fn run(
+        &self,
+        observe: impl Fn(&Attempt),
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
         tokio::pin!(shutdown);
         loop {
-            if let Err(error) = self.tick().await {
-                tracing::warn!(%error, "weekly report schedule");
+            match self.tick().await {
+                Ok(attempts) => attempts.iter().for_each(&observe),
+                Err(error) => tracing::warn!(%error, "weekly report schedule"),
             }
             let now = self.clock.now();
             let wait = self

@@ -245,6 +245,7 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
     alerts::spawn(state.clone(), args.budget_interval.into());
     let shutting_down = Arc::clone(&state.shutting_down);
     let (stop_exports, exports_stopped) = tokio::sync::oneshot::channel::<()>();
+    let metrics = state.metrics.clone();
     let exports = schedule.map(|schedule| {
         tokio::spawn(async move {
             gpuledger_report::Scheduler::new(
@@ -253,9 +254,24 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
                 gpuledger_report::SystemClock,
                 gpuledger_report::TenantLimits::default(),
             )
-            .run(async move {
-                let _ = exports_stopped.await;
-            })
+            .run(
+                |attempt| {
+                    let outcome = if attempt.outcome.is_ok() {
+                        "succeeded"
+                    } else {
+                        "failed"
+                    };
+                    metrics
+                        .report_runs
+                        .get_or_create(&metrics::OutcomeLabel {
+                            outcome: outcome.into(),
+                        })
+                        .inc();
+                },
+                async move {
+                    let _ = exports_stopped.await;
+                },
+            )
             .await
         })
     });
