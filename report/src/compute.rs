@@ -625,3 +625,6 @@ async fn optimization(
         slo_missed_cost: (!missed.is_empty()).then(|| r6(missed.iter().sum())),
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -38,12 +38,6 @@ impl Format {
         }
     }
 
-    pub fn parse(name: &str) -> Option<Self> {
-        [Format::Json, Format::Csv, Format::Html, Format::Markdown]
-            .into_iter()
-            .find(|f| f.extension() == name || (name == "markdown" && *f == Format::Markdown))
-    }
-
     pub fn render(self, report: &WeeklyReport) -> Vec<u8> {
         match self {
             Format::Json => json(report),
