@@ -50,7 +50,9 @@ pub struct BudgetSpecSchema {
 pub struct NewBudget {
     #[schema(example = "nlp-monthly")]
     pub name: String,
-    #[schema(value_type = BudgetSpecSchema)]
+    /// The budget's fields, as in BudgetSpecSchema; validated by the ledger, whose errors name
+    /// the field. (Left open here: the ledger, not the schema, is the one validation.)
+    #[schema(value_type = Object, example = json!({"team": "nlp", "amount": 5000, "thresholds": [50, 80, 100]}))]
     pub spec: Value,
 }
 
