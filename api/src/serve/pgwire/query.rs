@@ -46,10 +46,10 @@ type Planned = (String, Option<(ast::Statement, LogicalPlan)>);
 /// A statement of the extended protocol.
 #[derive(Debug, Clone)]
 pub enum Statement {
-    Planned(Planned),
+    Planned(Box<Planned>),
     /// A statement with parameters that does not plan without their values (a table
     /// function's arguments): planned once they are bound.
-    Unplanned(ast::Statement),
+    Unplanned(Box<ast::Statement>),
 }
 
 /// The highest `$n` in `statement`: how many parameters it takes.
@@ -269,8 +269,10 @@ impl ExtendedQueryHandler for Connection {
     {
         let session = session(&self.session)?;
         let (statement, plan) = match &portal.statement.statement {
-            Statement::Planned((_, Some((statement, plan)))) => (statement, plan),
-            Statement::Planned((_, None)) => return Ok(Response::EmptyQuery),
+            Statement::Planned(planned) => match planned.as_ref() {
+                (_, Some((statement, plan))) => (statement, plan),
+                (_, None) => return Ok(Response::EmptyQuery),
+            },
             Statement::Unplanned(statement) => {
                 let plan = plan_with_values(session, portal, statement).await?;
                 return self
@@ -403,7 +405,7 @@ impl QueryParser for ReadOnlyParser {
                 {
                     let statement = statements.remove(0);
                     refuse_engine_settings(&statement)?;
-                    return Ok(Some(Statement::Unplanned(statement)));
+                    return Ok(Some(Statement::Unplanned(Box::new(statement))));
                 }
                 return Err(parse_error(&session.ctx, sql, error).await);
             }
@@ -412,7 +414,7 @@ impl QueryParser for ReadOnlyParser {
             refuse_engine_settings(statement)?;
             refuse_unless_read_only(plan).map_err(|error| pg_error(error.into()))?;
         }
-        Ok(parsed.map(Statement::Planned))
+        Ok(parsed.map(|planned| Statement::Planned(Box::new(planned))))
     }
 
     fn get_parameter_types(&self, statement: &Statement) -> PgWireResult<Vec<Type>> {
