@@ -233,6 +233,41 @@ fn the_weekly_report_has_every_sections_figures_in_every_format() {
     }
 }
 
+/// A team's declared monthly budget reaches the tenants section prorated to the week: nlp's 3,000
+/// for November (30 days) is 700.00 for W45's 7 days, and its 40.728 is 659.272 under it. A
+/// namespace's budget is no team's.
+#[test]
+fn declared_team_budgets_set_the_tenants_budget_and_deviation() {
+    let ledger = ledgers().remove(0);
+    load_report_example(&ledger);
+    let budgets = ledger.dir.path().join("budgets.yaml");
+    std::fs::write(
+        &budgets,
+        "kind: budget\nname: nlp-monthly\nspec: {team: nlp, amount: 3000}\n---\n\
+         kind: budget\nname: ml-namespace\nspec: {namespace: ml, amount: 100}\n",
+    )
+    .unwrap();
+    run_ok(&ledger, &["apply", budgets.to_str().unwrap()]);
+    let report: Value = serde_json::from_slice(&report(&ledger, "json")).unwrap();
+    let tenants = &report["tenants"];
+    assert_eq!(tenants["limits"], "configured");
+    let nlp = tenants["teams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["team"] == "nlp")
+        .unwrap();
+    assert_eq!(nlp["budget"], serde_json::json!(700.0));
+    assert_eq!(nlp["budget_deviation"], serde_json::json!(-659.272));
+    let vision = tenants["teams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["team"] == "vision")
+        .unwrap();
+    assert_eq!(vision["budget"], Value::Null);
+}
+
 /// The JSON validates against docs/report.schema.json with Python's `jsonschema` (installed with
 /// schemathesis by scripts/test), and a report with a field the schema does not know does not.
 fn keeps_to_its_schema(ledger: &Ledger, json: &[u8]) {

@@ -51,8 +51,8 @@ impl Clock for SystemClock {
 }
 
 /// Writes the report of `week` to the object store in every exported format; the keys written.
-pub async fn export_week(lake: &Lake, week: IsoWeek, limits: &TenantLimits) -> Result<Vec<String>> {
-    let report = weekly_report(lake, week, limits).await?;
+pub async fn export_week(lake: &Lake, week: IsoWeek) -> Result<Vec<String>> {
+    let report = weekly_report(lake, week, &TenantLimits::declared(lake).await?).await?;
     let mut keys = Vec::new();
     for format in Format::EXPORTED {
         let path = WeeklyReportPath {
@@ -80,7 +80,6 @@ pub struct Scheduler<C: Clock> {
     lake: Lake,
     schedule: cron::Schedule,
     clock: C,
-    limits: TenantLimits,
     /// This replica, in the catalog's claims.
     owner: String,
 }
@@ -95,12 +94,11 @@ pub fn parse_schedule(expression: &str) -> Result<cron::Schedule> {
 }
 
 impl<C: Clock> Scheduler<C> {
-    pub fn new(lake: Lake, schedule: cron::Schedule, clock: C, limits: TenantLimits) -> Self {
+    pub fn new(lake: Lake, schedule: cron::Schedule, clock: C) -> Self {
         Self {
             lake,
             schedule,
             clock,
-            limits,
             owner: uuid::Uuid::new_v4().to_string(),
         }
     }
@@ -173,7 +171,7 @@ impl<C: Clock> Scheduler<C> {
         if !claimed {
             return Ok(None);
         }
-        let outcome = export_week(&self.lake, week, &self.limits)
+        let outcome = export_week(&self.lake, week)
             .await
             .map_err(|e| e.to_string());
         let finished = self.clock.now();

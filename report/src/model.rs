@@ -208,6 +208,27 @@ pub struct TenantLimits {
     pub teams: BTreeMap<String, TeamLimit>,
 }
 
+impl TenantLimits {
+    /// The monthly budgets declared for teams (`kind: budget` with a `team`); a team with several
+    /// has their sum. Budgets on a namespace or cost center are not a team's, and quotas are not
+    /// declared in the catalog, so they stay unset.
+    pub async fn declared(lake: &gpuledger_lake::Lake) -> crate::Result<TenantLimits> {
+        let mut limits = TenantLimits::default();
+        for object in lake.catalog().objects("budget").await? {
+            let Ok(budget) =
+                serde_json::from_value::<gpuledger_ledger::budget::BudgetSpec>(object.spec)
+            else {
+                continue;
+            };
+            if let Some(team) = budget.team {
+                let limit = limits.teams.entry(team).or_default();
+                *limit.monthly_budget.get_or_insert(0.0) += budget.amount;
+            }
+        }
+        Ok(limits)
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TeamLimit {
     pub monthly_budget: Option<f64>,

@@ -11,7 +11,8 @@ use crate::cli::{ReportArgs, ReportCommand};
 pub async fn run(lake: &Lake, args: ReportArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     match args.command {
         ReportCommand::Weekly { week, format, out } => {
-            let report = weekly_report(lake, week, &TenantLimits::default()).await?;
+            let limits = TenantLimits::declared(lake).await?;
+            let report = weekly_report(lake, week, &limits).await?;
             let body = format.format().render(&report);
             match out {
                 Some(path) => std::fs::write(&path, body)

@@ -26,8 +26,8 @@ mod ledger;
 pub mod metrics;
 mod objects;
 mod pgwire;
-mod scrape;
 mod reports;
+mod scrape;
 mod sql;
 mod web;
 
@@ -248,31 +248,26 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
     let metrics = state.metrics.clone();
     let exports = schedule.map(|schedule| {
         tokio::spawn(async move {
-            gpuledger_report::Scheduler::new(
-                lake,
-                schedule,
-                gpuledger_report::SystemClock,
-                gpuledger_report::TenantLimits::default(),
-            )
-            .run(
-                |attempt| {
-                    let outcome = if attempt.outcome.is_ok() {
-                        "succeeded"
-                    } else {
-                        "failed"
-                    };
-                    metrics
-                        .report_runs
-                        .get_or_create(&metrics::OutcomeLabel {
-                            outcome: outcome.into(),
-                        })
-                        .inc();
-                },
-                async move {
-                    let _ = exports_stopped.await;
-                },
-            )
-            .await
+            gpuledger_report::Scheduler::new(lake, schedule, gpuledger_report::SystemClock)
+                .run(
+                    |attempt| {
+                        let outcome = if attempt.outcome.is_ok() {
+                            "succeeded"
+                        } else {
+                            "failed"
+                        };
+                        metrics
+                            .report_runs
+                            .get_or_create(&metrics::OutcomeLabel {
+                                outcome: outcome.into(),
+                            })
+                            .inc();
+                    },
+                    async move {
+                        let _ = exports_stopped.await;
+                    },
+                )
+                .await
         })
     });
     // Bound first, so that once HTTP's line is out both ports take connections.

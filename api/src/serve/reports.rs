@@ -79,9 +79,12 @@ pub async fn weekly(
         ReportFormat::Html => Format::Html,
         ReportFormat::Md => Format::Markdown,
     };
-    let report = weekly_report(&state.lake, week, &TenantLimits::default())
-        .await
-        .map_err(|e| ApiError::Internal(format!("weekly report {week}: {e}")))?;
+    let report = async {
+        let limits = TenantLimits::declared(&state.lake).await?;
+        weekly_report(&state.lake, week, &limits).await
+    }
+    .await
+    .map_err(|e| ApiError::Internal(format!("weekly report {week}: {e}")))?;
     Ok((
         [(
             CONTENT_TYPE,

@@ -57,7 +57,6 @@ fn scheduler(lake: &Lake, clock: &TestClock) -> Scheduler<TestClock> {
         lake.clone(),
         parse_schedule(DEFAULT_SCHEDULE).unwrap(),
         clock.clone(),
-        TenantLimits::default(),
     )
 }
 
