@@ -158,25 +158,47 @@ pub fn value_mappings() -> Vec<Value> {
     ]
 }
 
-/// The demo's monthly budgets: (name, what it watches, whose spend, the share of the budget that
-/// spend uses at the end of the demo's data, in percent). They are sized from the measured spend
-/// of that month ([`budgets`]), so that whatever the dates, the research team's budget is over,
-/// the assistant's namespace is past its 80 % warning, and search's cost center is well within.
-pub const BUDGETS: [(&str, &str, &str, f64); 3] = [
-    ("research-monthly", "team", "research", 125.0),
-    ("assistant-namespace", "namespace", "assistant", 85.0),
-    ("search-cost-center", "cost_center", "cc-4004", 40.0),
+/// What a demo budget is sized against: the month's spend so far, or its forecast to the month's
+/// end, and the percent of the budget that figure should use.
+#[derive(Debug, Clone, Copy)]
+pub enum Sizing {
+    Spend(f64),
+    Forecast(f64),
+}
+
+/// The demo's monthly budgets: (name, what it watches, whose spend, how it is sized). They are
+/// sized from the measured spend of the month the demo's data ends in ([`budgets`]), so that
+/// whatever the dates, the research team's budget is over, the assistant's namespace is past its
+/// 80 % warning, and search's cost center stays within, its forecast included.
+pub const BUDGETS: [(&str, &str, &str, Sizing); 3] = [
+    ("research-monthly", "team", "research", Sizing::Spend(125.0)),
+    (
+        "assistant-namespace",
+        "namespace",
+        "assistant",
+        Sizing::Spend(85.0),
+    ),
+    (
+        "search-cost-center",
+        "cost_center",
+        "cc-4004",
+        Sizing::Forecast(70.0),
+    ),
 ];
 
-/// The budget documents, given the month-to-date spend of each of [`BUDGETS`], in order. Amounts
+/// The budget documents, given each of [`BUDGETS`]' (spend so far, forecast), in order. Amounts
 /// are rounded to two significant digits, as a person would set them (which moves each share by
-/// at most 5 %: research stays over, the assistant within 80–100 %).
-pub fn budgets(spend: &[f64]) -> Vec<Value> {
+/// at most 5 %: research stays over, the assistant within 80–100 %, search's forecast under).
+pub fn budgets(measured: &[(f64, f64)]) -> Vec<Value> {
     BUDGETS
         .iter()
-        .zip(spend)
-        .map(|(&(name, field, owner, percent), &spend)| {
-            let amount = two_significant_digits(spend * 100.0 / percent).max(1.0);
+        .zip(measured)
+        .map(|(&(name, field, owner, sizing), &(spend, forecast))| {
+            let (figure, percent) = match sizing {
+                Sizing::Spend(percent) => (spend, percent),
+                Sizing::Forecast(percent) => (forecast, percent),
+            };
+            let amount = two_significant_digits(figure * 100.0 / percent).max(1.0);
             let mut spec = json!({"amount": amount, "currency": "USD"});
             spec[field] = json!(owner);
             json!({"kind": "budget", "name": name, "spec": spec})

@@ -212,7 +212,7 @@ impl TenantLimits {
     /// The monthly budgets declared for teams (`kind: budget` with a `team`); a team with several
     /// has their sum. Budgets on a namespace or cost center are not a team's, and quotas are not
     /// declared in the catalog, so they stay unset.
-    pub async fn declared(lake: &gpuledger_lake::Lake) -> crate::Result<TenantLimits> {
+    pub async fn declared(lake: &gpuledger_lake::Lake) -> crate::error::Result<TenantLimits> {
         let mut limits = TenantLimits::default();
         for object in lake.catalog().objects("budget").await? {
             let Ok(budget) =

@@ -19,7 +19,7 @@ use gpuledger_ingest::ParseContext;
 use gpuledger_ingest::pipeline::{IngestOptions, IngestReport, Input, Source, ingest};
 use gpuledger_lake::Lake;
 use gpuledger_lake::tables::Table;
-use gpuledger_ledger::budget::{BudgetTarget, Month};
+use gpuledger_ledger::budget::{BudgetTarget, Month, status};
 use gpuledger_ledger::time::Span;
 use gpuledger_query::ledger_build::{balance, build_ledger, day_span, days_between, declared};
 use gpuledger_query::new_session;
@@ -165,6 +165,38 @@ pub async fn run(lake: &Lake, data: &str, args: DemoArgs) -> Result<ExitCode, Bo
     let end_of_data = (to.and_hms_opt(0, 0, 0).expect("midnight").and_utc() - Duration::seconds(1))
         .format("%Y-%m-%dT%H:%M:%SZ");
     serve(lake, args.serve, &queries, &end_of_data.to_string()).await
+}
+
+/// Applies the demo's budgets, sized from what each watches in the month the data ends in, up to
+/// `until` (the end of the data, in microseconds), and says how each stands.
+async fn declare_budgets(lake: &Lake, until: i64) -> Result<(), Box<dyn Error>> {
+    let month = Month::of(DateTime::from_timestamp_micros(until - 1).expect("a valid time"));
+    let ctx = new_session(lake)?;
+    let mut measured = Vec::new();
+    for (_, field, owner, _) in catalog::BUDGETS {
+        let target = match field {
+            "team" => BudgetTarget::Team(owner.into()),
+            "namespace" => BudgetTarget::Namespace(owner.into()),
+            _ => BudgetTarget::CostCenter(owner.into()),
+        };
+        let spent = budget_spend(&ctx, &target, month.start, until).await?;
+        let forecast = status(1.0, &[], &month, until, spent).forecast;
+        measured.push((spent, forecast));
+    }
+    let documents = serde_json::to_string(&catalog::budgets(&measured))?;
+    let objects = objects::validate(&[("demo budgets".to_string(), documents)])
+        .map_err(|errors| format!("the demo budgets are invalid:\n{}", errors.join("\n")))?;
+    objects::store(lake, &objects).await?;
+    for (object, (spent, forecast)) in objects.iter().zip(&measured) {
+        let amount = object.spec["amount"].as_f64().unwrap_or_default();
+        println!(
+            "budget {}: {spent:.2} of {amount:.2} USD spent in {} ({:.0} %; forecast {forecast:.2})",
+            object.name,
+            month.label,
+            spent / amount * 100.0
+        );
+    }
+    Ok(())
 }
 
 /// Where the demo hands over to the server, with an admin token made for it: the addresses, and

@@ -1,7 +1,6 @@
 //! `POST /v1/sql`: a read-only query in a session scoped to the token, in JSON, CSV, Arrow IPC
 //! or Parquet (the `format` field, else the `Accept` header, else JSON).
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderValue};

@@ -31,11 +31,12 @@ fn every_document_is_a_valid_object() {
     assert_eq!(license.spec["amount"], serde_json::json!(80.0));
 }
 
-/// Budgets are sized from spend: research at 125 % (1,000 spent → 800), the assistant at 85 %
-/// (170 → 200), search at 40 % (123.4 → 308.5 → 310); each is a valid budget.
+/// Budgets are sized from what they watch: research's spend at 125 % (1,000 spent → 800), the
+/// assistant's at 85 % (170 → 200), search's forecast at 70 % (216 → 308.57 → 310); each is a
+/// valid budget.
 #[test]
 fn budgets_are_sized_from_the_spend_they_watch() {
-    let documents = budgets(&[1000.0, 170.0, 123.4]);
+    let documents = budgets(&[(1000.0, 9000.0), (170.0, 900.0), (12.0, 216.0)]);
     let amounts: Vec<f64> = documents
         .iter()
         .map(|d| d["spec"]["amount"].as_f64().unwrap())
