@@ -219,7 +219,8 @@ fn free_port() -> u16 {
 #[test]
 fn the_commands_the_demo_prints_return_rows() {
     use std::io::BufRead;
-    let ledger = ledgers().into_iter().next().unwrap();
+    // As a user runs it: only --data, so the catalog is the default one inside the lake.
+    let dir = tempfile::tempdir().unwrap();
     let (http, postgres) = (free_port(), free_port());
     let mut args: Vec<String> = DEMO[..DEMO.len() - 1]
         .iter()
@@ -231,8 +232,11 @@ fn the_commands_the_demo_prints_return_rows() {
         "--pg-listen".into(),
         format!("127.0.0.1:{postgres}"),
     ]);
-    let mut demo = ledger
-        .command()
+    let mut demo = std::process::Command::new(env!("CARGO_BIN_EXE_gpuledger"))
+        .arg("--data")
+        .arg(dir.path().join("lake"))
+        .env_remove("GPULEDGER_DATA")
+        .env_remove("GPULEDGER_CATALOG")
         .args(&args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
@@ -270,7 +274,8 @@ fn the_commands_the_demo_prints_return_rows() {
     );
     let commands: Vec<&str> = printed
         .iter()
-        .map(|l| l.trim_start())
+        // Commands are indented; the server's own lines ("gpuledger postgres …") are not.
+        .filter_map(|l| l.strip_prefix("  "))
         .filter(|l| {
             ["gpuledger ", "psql ", "curl "]
                 .iter()

@@ -127,10 +127,15 @@ fn the_deployment_files_use_real_flags_and_variables() {
         for token in
             commands.flat_map(|l| l.split(|c: char| c.is_whitespace() || "\"',[]{}:".contains(c)))
         {
-            if let Some(flag) = token.strip_prefix("--").filter(|f| !f.is_empty()) {
+            // A flag starts with a letter (`---` separates YAML documents).
+            if let Some(flag) = token
+                .strip_prefix("--")
+                .filter(|f| f.starts_with(|c: char| c.is_ascii_alphabetic()))
+            {
                 let flag = flag.split('=').next().unwrap();
-                // cargo's and apt's own flags in the Dockerfile's build stage.
+                // Docker's, cargo's and apt's own flags in the Dockerfile.
                 if ![
+                    "from",
                     "release",
                     "locked",
                     "no-install-recommends",

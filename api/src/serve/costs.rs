@@ -356,110 +356,63 @@ async fn function_rows(
         .into_response())
 }
 
-/// Idle GPU-hours and their cost by class and reason (`idle_summary`). Its rows belong to no
-/// team: a team-scoped token is refused (403).
-#[utoipa::path(
-    get,
-    path = "/v1/idle",
-    tag = "costs",
-    params(WindowParams),
-    responses(
-        (status = 200, description = "The rows of idle_summary(from, to) (docs/ledger.md)", body = Vec<serde_json::Value>),
-        (status = 400, description = "A parameter is invalid: the detail names it", body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
-    )
-)]
-pub async fn idle(
-    State(state): State<AppState>,
-    principal: Principal,
-    QueryParams(params): QueryParams<WindowParams>,
-) -> Result<Response, ApiError> {
-    function_rows(&state, &principal, IDLE_SUMMARY, &params).await
+/// A `GET` endpoint that answers the rows of one table function over `?from&to`, documented for
+/// the OpenAPI document like every handler.
+macro_rules! table_function_endpoint {
+    ($(#[doc = $doc:tt])* $name:ident, $path:tt, $function:ident, $rows:tt, $invalid:tt) => {
+        $(#[doc = $doc])*
+        #[utoipa::path(
+            get,
+            path = $path,
+            tag = "costs",
+            params(WindowParams),
+            responses(
+                (status = 200, description = $rows, body = Vec<serde_json::Value>),
+                (status = 400, description = $invalid, body = Problem, content_type = "application/problem+json"),
+                (status = 401, body = Problem, content_type = "application/problem+json"),
+                (status = 403, body = Problem, content_type = "application/problem+json"),
+            )
+        )]
+        pub async fn $name(
+            State(state): State<AppState>,
+            principal: Principal,
+            QueryParams(params): QueryParams<WindowParams>,
+        ) -> Result<Response, ApiError> {
+            function_rows(&state, &principal, $function, &params).await
+        }
+    };
 }
 
-/// Cost per 1M SLO-met tokens and per successful request (`unit_economics`).
-#[utoipa::path(
-    get,
-    path = "/v1/unit-economics",
-    tag = "costs",
-    params(WindowParams),
-    responses(
-        (status = 200, description = "The rows of unit_economics(from, to) (docs/ledger.md)", body = Vec<serde_json::Value>),
-        (status = 400, description = "A parameter is invalid: the detail names it", body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
-    )
-)]
-pub async fn unit_economics(
-    State(state): State<AppState>,
-    principal: Principal,
-    QueryParams(params): QueryParams<WindowParams>,
-) -> Result<Response, ApiError> {
-    function_rows(&state, &principal, UNIT_ECONOMICS, &params).await
-}
-
-/// Training runs: effective GPU-hours and failure recompute cost (`training_economics`).
-#[utoipa::path(
-    get,
-    path = "/v1/training-economics",
-    tag = "costs",
-    params(WindowParams),
-    responses(
-        (status = 200, description = "The rows of training_economics(from, to) (docs/ledger.md)", body = Vec<serde_json::Value>),
-        (status = 400, description = "A parameter is invalid: the detail names it", body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
-    )
-)]
-pub async fn training_economics(
-    State(state): State<AppState>,
-    principal: Principal,
-    QueryParams(params): QueryParams<WindowParams>,
-) -> Result<Response, ApiError> {
-    function_rows(&state, &principal, TRAINING_ECONOMICS, &params).await
-}
-
-/// Spot savings net of recompute and operations cost (`spot_savings`). Its rows belong to no
-/// team: a team-scoped token is refused (403).
-#[utoipa::path(
-    get,
-    path = "/v1/spot-savings",
-    tag = "costs",
-    params(WindowParams),
-    responses(
-        (status = 200, description = "The rows of spot_savings(from, to) (docs/ledger.md)", body = Vec<serde_json::Value>),
-        (status = 400, description = "A parameter is invalid: the detail names it", body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
-    )
-)]
-pub async fn spot_savings(
-    State(state): State<AppState>,
-    principal: Principal,
-    QueryParams(params): QueryParams<WindowParams>,
-) -> Result<Response, ApiError> {
-    function_rows(&state, &principal, SPOT_SAVINGS, &params).await
-}
-
-/// Value beside cost per product line (`value_report`); at most 366 days, as it is evaluated day
-/// by day. Its rows belong to no team: a team-scoped token is refused (403).
-#[utoipa::path(
-    get,
-    path = "/v1/value-report",
-    tag = "costs",
-    params(WindowParams),
-    responses(
-        (status = 200, description = "The rows of value_report(from, to) (docs/ledger.md)", body = Vec<serde_json::Value>),
-        (status = 400, description = "A parameter is invalid, or the window longer than 366 days: the detail names it", body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
-    )
-)]
-pub async fn value_report(
-    State(state): State<AppState>,
-    principal: Principal,
-    QueryParams(params): QueryParams<WindowParams>,
-) -> Result<Response, ApiError> {
-    function_rows(&state, &principal, VALUE_REPORT, &params).await
-}
+table_function_endpoint!(
+    /// Idle GPU-hours and their cost by class and reason (`idle_summary`). Its rows belong to no
+    /// team: a team-scoped token is refused (403).
+    idle, "/v1/idle", IDLE_SUMMARY,
+    "The rows of idle_summary(from, to) (docs/ledger.md)",
+    "A parameter is invalid: the detail names it"
+);
+table_function_endpoint!(
+    /// Cost per 1M SLO-met tokens and per successful request (`unit_economics`).
+    unit_economics, "/v1/unit-economics", UNIT_ECONOMICS,
+    "The rows of unit_economics(from, to) (docs/ledger.md)",
+    "A parameter is invalid: the detail names it"
+);
+table_function_endpoint!(
+    /// Training runs: effective GPU-hours and failure recompute cost (`training_economics`).
+    training_economics, "/v1/training-economics", TRAINING_ECONOMICS,
+    "The rows of training_economics(from, to) (docs/ledger.md)",
+    "A parameter is invalid: the detail names it"
+);
+table_function_endpoint!(
+    /// Spot savings net of recompute and operations cost (`spot_savings`). Its rows belong to no
+    /// team: a team-scoped token is refused (403).
+    spot_savings, "/v1/spot-savings", SPOT_SAVINGS,
+    "The rows of spot_savings(from, to) (docs/ledger.md)",
+    "A parameter is invalid: the detail names it"
+);
+table_function_endpoint!(
+    /// Value beside cost per product line (`value_report`); at most 366 days, as it is evaluated
+    /// day by day. Its rows belong to no team: a team-scoped token is refused (403).
+    value_report, "/v1/value-report", VALUE_REPORT,
+    "The rows of value_report(from, to) (docs/ledger.md)",
+    "A parameter is invalid, or the window longer than 366 days: the detail names it"
+);
