@@ -25,7 +25,7 @@ use crate::cli::OutputFormat;
 use crate::error::{ApiError, Problem, QueryParams};
 use crate::output::write_batches;
 
-const MICROS_PER_DAY: i64 = 86_400_000_000;
+pub(super) const MICROS_PER_DAY: i64 = 86_400_000_000;
 
 /// A table function served over a window.
 struct Function {
@@ -80,7 +80,7 @@ fn parse_time(parameter: &str, text: &str) -> Result<i64, ApiError> {
         })
 }
 
-fn window(from: &str, to: &str) -> Result<(i64, i64), ApiError> {
+pub(super) fn window(from: &str, to: &str) -> Result<(i64, i64), ApiError> {
     let (from, to) = (parse_time("from", from)?, parse_time("to", to)?);
     if to <= from {
         return Err(ApiError::BadRequest(

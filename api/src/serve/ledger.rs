@@ -3,30 +3,19 @@
 //! account for.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
-use chrono::NaiveDate;
+use axum::extract::State;
 use gpuledger_ledger::time::Span;
-use gpuledger_query::ledger_build::{balance, day_span, declared};
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use gpuledger_query::ledger_build::{balance, declared};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::{Permission, Principal};
-use crate::error::{ApiError, Problem};
+use super::costs::{MICROS_PER_DAY, WindowParams, window};
+use crate::error::{ApiError, Problem, QueryParams};
 
 /// The longest window one request may check, so that a typo cannot ask for centuries.
 const MAX_DAYS: i64 = 1_000;
-
-#[derive(Debug, Deserialize, IntoParams)]
-pub struct Window {
-    /// First day (UTC), `YYYY-MM-DD`.
-    #[param(example = "2026-11-01")]
-    pub from: Option<String>,
-    /// Day after the last (UTC, exclusive), `YYYY-MM-DD`.
-    #[param(example = "2026-12-01")]
-    pub to: Option<String>,
-}
 
 /// Both sides of the balance; `balanced` when they agree within 1e-6 relative.
 #[derive(Debug, Serialize, ToSchema)]
@@ -46,12 +35,6 @@ pub struct BalanceReport {
     pub balanced: bool,
 }
 
-fn day(name: &str, value: Option<&str>) -> Result<NaiveDate, ApiError> {
-    let value = value.ok_or_else(|| ApiError::BadRequest(format!("{name}: required")))?;
-    NaiveDate::parse_from_str(value, "%Y-%m-%d")
-        .map_err(|_| ApiError::BadRequest(format!("{name}: '{value}' is not a YYYY-MM-DD date")))
-}
-
 /// The ledger's balance over a window.
 ///
 /// The whole ledger's, so a team-scoped token may not ask.
@@ -59,7 +42,7 @@ fn day(name: &str, value: Option<&str>) -> Result<NaiveDate, ApiError> {
     get,
     path = "/v1/ledger/balance",
     tag = "ledger",
-    params(Window),
+    params(WindowParams),
     responses(
         (status = 200, body = BalanceReport),
         (status = 400, description = "A missing or malformed date, or a window that is empty or longer than 1,000 days", body = Problem, content_type = "application/problem+json"),
@@ -70,35 +53,31 @@ fn day(name: &str, value: Option<&str>) -> Result<NaiveDate, ApiError> {
 pub async fn balance_report(
     State(state): State<AppState>,
     principal: Principal,
-    window: Result<Query<Window>, QueryRejection>,
+    QueryParams(params): QueryParams<WindowParams>,
 ) -> Result<Json<BalanceReport>, ApiError> {
-    let Query(window) = window?;
     principal.require(Permission::Read, "reading the ledger")?;
     if principal.team.is_some() {
         return Err(ApiError::Forbidden(
             "the ledger balance (it covers every team; this token is limited to one)".into(),
         ));
     }
-    let (from, to) = (
-        day("from", window.from.as_deref())?,
-        day("to", window.to.as_deref())?,
-    );
-    let days = (to - from).num_days();
-    if !(1..=MAX_DAYS).contains(&days) {
+    let (from, to) = window(&params.from, &params.to)?;
+    // Cost entries are kept per day, so only whole days can balance.
+    if from % MICROS_PER_DAY != 0 || to % MICROS_PER_DAY != 0 {
+        return Err(ApiError::BadRequest(
+            "from, to: the ledger balances whole days: give dates (YYYY-MM-DD)".into(),
+        ));
+    }
+    if to - from > MAX_DAYS * MICROS_PER_DAY {
         return Err(ApiError::BadRequest(format!(
-            "to must be after from, at most {MAX_DAYS} days later"
+            "to: at most {MAX_DAYS} days after from"
         )));
     }
     let lake = &state.lake;
-    let b = balance(
-        lake,
-        &declared(lake).await?,
-        Span::new(day_span(from).start, day_span(to).start),
-    )
-    .await?;
+    let b = balance(lake, &declared(lake).await?, Span::new(from, to)).await?;
     Ok(Json(BalanceReport {
-        from: from.to_string(),
-        to: to.to_string(),
+        from: params.from,
+        to: params.to,
         billed: b.billed,
         manual: b.manual,
         rate_card: b.rate_card,
