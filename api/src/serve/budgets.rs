@@ -10,7 +10,6 @@ use axum::http::StatusCode;
 use chrono::{DateTime, SecondsFormat, Utc};
 use datafusion::prelude::SessionContext;
 use gpuledger_lake::BudgetAlert;
-use gpuledger_lake::catalog::PutOutcome;
 use gpuledger_ledger::budget::{BudgetSpec, BudgetState, Month, status};
 use gpuledger_ledger::objects::{Object, ObjectKind, validate};
 use gpuledger_query::spend::budget_spend;
@@ -20,7 +19,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::auth::{Permission, Principal};
-use super::objects::{ObjectDocument, ObjectSpec, document, require_visible, stored};
+use super::objects::{ObjectDocument, ObjectSpec, document, put, require_visible, stored};
 use crate::error::{ApiError, JsonBody, Problem, QueryParams};
 
 /// A budget's spec as `POST` and `PUT` take it and every answer gives it back (normal form:
@@ -330,14 +329,7 @@ pub async fn replace(
     if exists && visible_budget(&state, &principal, &name).await.is_err() {
         return Err(not_found(&name));
     }
-    let outcome = catalog
-        .put_object(ObjectKind::Budget.name(), &object.name, &object.spec)
-        .await?;
-    let status = match outcome {
-        PutOutcome::Created => StatusCode::CREATED,
-        _ => StatusCode::OK,
-    };
-    Ok((status, Json(document(&object))))
+    put(&state, &object).await
 }
 
 /// Delete a budget (its recorded alerts stay).

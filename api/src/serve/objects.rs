@@ -223,16 +223,25 @@ pub async fn replace(
         )));
     }
     require_visible(&principal, &object)?;
+    put(&state, &object).await
+}
+
+/// Stores `object`, created or replaced: 201 or 200 with the stored document (PUT's answer, for
+/// every kind's endpoints).
+pub(super) async fn put(
+    state: &AppState,
+    object: &Object,
+) -> Result<(StatusCode, Json<ObjectDocument>), ApiError> {
     let outcome = state
         .lake
         .catalog()
-        .put_object(kind.name(), &object.name, &object.spec)
+        .put_object(object.kind.name(), &object.name, &object.spec)
         .await?;
     let status = match outcome {
         PutOutcome::Created => StatusCode::CREATED,
         _ => StatusCode::OK,
     };
-    Ok((status, Json(document(&object))))
+    Ok((status, Json(document(object))))
 }
 
 /// Delete an object.
