@@ -93,6 +93,33 @@ pub struct Event {
     pub labels: Labels,
 }
 
+impl Event {
+    /// A total order over every field, so that the same events give the same runs whatever
+    /// order they arrived in (floats compare by their bits).
+    fn canonical_key(&self) -> impl Ord + '_ {
+        (
+            (self.ts, self.kind, &self.cluster, &self.node),
+            (&self.namespace, &self.workload, &self.pod),
+            (
+                self.gpus.map(f64::to_bits),
+                &self.gpu_indices,
+                &self.mig_profile,
+                self.gpu_fraction.map(f64::to_bits),
+            ),
+            (&self.reason, &self.labels),
+        )
+    }
+}
+
+/// The events in their canonical order, each fact once: a scheduler event delivered twice (a
+/// re-export, a second collector, a retried push) is the same event, not a second one.
+pub fn canonical_events(events: &[Event]) -> Vec<Event> {
+    let mut sorted: Vec<&Event> = events.iter().collect();
+    sorted.sort_by(|a, b| a.canonical_key().cmp(&b.canonical_key()));
+    sorted.dedup_by(|a, b| a.canonical_key() == b.canonical_key());
+    sorted.into_iter().cloned().collect()
+}
+
 /// Why an allocation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -210,7 +237,8 @@ struct Run<'a> {
     end_reason: EndReason,
 }
 
-/// Builds allocations inside `window` from events (any order).
+/// Builds allocations inside `window` from events (any order, repeats allowed: see
+/// [`canonical_events`]).
 pub fn build_allocations(
     events: &[Event],
     window: Span,
@@ -218,7 +246,8 @@ pub fn build_allocations(
     pod_gpus: &PodGpus,
 ) -> (Vec<Allocation>, Vec<Warning>) {
     let mut warnings = Vec::new();
-    let runs = pair_runs(events, window, &mut warnings);
+    let events = canonical_events(events);
+    let runs = pair_runs(&events, window, &mut warnings);
     let mut allocations = Vec::new();
     let mut unresolved = Vec::new();
     for run in runs {
@@ -386,8 +415,12 @@ fn pair_runs<'a>(events: &'a [Event], window: Span, warnings: &mut Vec<Warning>)
     }
     let mut runs = Vec::new();
     for (_, mut events) in by_key {
+        // Stable on the canonical order: ties keep it.
         events.sort_by_key(|e| (e.ts, e.kind != Some(EventKind::Start)));
         let mut open: Option<&Event> = None;
+        // When the key's latest run ended: a second stop at that very time (the same stop told
+        // twice, say with other words) closes nothing and opens nothing.
+        let mut closed_at: Option<Micros> = None;
         for event in events {
             match event.kind {
                 Some(EventKind::Start) => {
@@ -400,17 +433,24 @@ fn pair_runs<'a>(events: &'a [Event], window: Span, warnings: &mut Vec<Warning>)
                     }
                 }
                 Some(kind) => match open.take() {
-                    Some(start) => runs.push(Run {
-                        start_event: start,
-                        span: Span::new(start.ts, event.ts),
-                        end_reason: EndReason::of_stop(kind, event.reason.as_deref()),
-                    }),
+                    Some(start) => {
+                        closed_at = Some(event.ts);
+                        runs.push(Run {
+                            start_event: start,
+                            span: Span::new(start.ts, event.ts),
+                            end_reason: EndReason::of_stop(kind, event.reason.as_deref()),
+                        })
+                    }
+                    None if closed_at == Some(event.ts) => {}
                     // Stopped without a start in the data: it was running before the window opened.
-                    None if event.ts > window.start && event.node.is_some() => runs.push(Run {
-                        start_event: event,
-                        span: Span::new(window.start, event.ts),
-                        end_reason: EndReason::of_stop(kind, event.reason.as_deref()),
-                    }),
+                    None if event.ts > window.start && event.node.is_some() => {
+                        closed_at = Some(event.ts);
+                        runs.push(Run {
+                            start_event: event,
+                            span: Span::new(window.start, event.ts),
+                            end_reason: EndReason::of_stop(kind, event.reason.as_deref()),
+                        })
+                    }
                     None => warnings.push(Warning {
                         ts: event.ts,
                         subject: describe(event),

@@ -95,8 +95,13 @@ pub struct RateCardEntry {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuTelemetry {
     pub gpu_uuid: Option<String>,
-    /// Sorted by time.
+    /// The whole GPU's readings, sorted by time, one per time.
     pub samples: Vec<UsageSample>,
+    /// Readings of series labelled with a pod (MIG instances, shares of a time-sliced GPU), by
+    /// (namespace, pod), each sorted by time.
+    pub pod_samples: BTreeMap<(String, String), Vec<UsageSample>>,
+    /// `DCGM_FI_DEV_XID_ERRORS` readings (the last XID the GPU raised), sorted by time.
+    pub xid: Vec<(Micros, u32)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -191,6 +196,47 @@ pub fn matches_node(line_resource: &str, node: &Node) -> bool {
         .is_some_and(|r| !r.is_empty() && (line_resource == r || line_resource.ends_with(r)))
 }
 
+/// The node a billing line is for: the first (by cluster and name) whose resource id it names.
+fn line_node<'a>(line: &BillingItem, nodes: &BTreeMap<NodeKey, &'a Node>) -> Option<&'a Node> {
+    let id = line.resource_id.as_deref()?;
+    nodes.values().copied().find(|n| matches_node(id, n))
+}
+
+/// The rate of each node that no billing line prices in `window` — the nodes a build of that
+/// window costs by the rate card — worked out from the declared inputs alone, so that
+/// `ledger check` recomputes the rate-card side instead of reading the journal's figure back.
+pub fn rate_card_rates(
+    nodes: &[Node],
+    billing: &[BillingItem],
+    rate_card: &[RateCardEntry],
+    window: Span,
+) -> BTreeMap<NodeKey, f64> {
+    let nodes: BTreeMap<NodeKey, &Node> = nodes
+        .iter()
+        .map(|n| ((n.cluster.clone(), n.node.clone()), n))
+        .collect();
+    let billed: BTreeSet<NodeKey> = billing
+        .iter()
+        .filter_map(|line| {
+            let node = line_node(line, &nodes)?;
+            let price = split_node_line(
+                line.effective_cost,
+                line.charge_period,
+                node.gpu_count,
+                node.gpu_cost_share,
+            )
+            .gpu_price?;
+            (!price.span.intersect(&window).is_empty())
+                .then(|| (node.cluster.clone(), node.node.clone()))
+        })
+        .collect();
+    nodes
+        .into_iter()
+        .filter(|(key, _)| !billed.contains(key))
+        .filter_map(|(key, node)| Some((key, rate_card_price(rate_card, node)?)))
+        .collect()
+}
+
 fn price(inputs: &LedgerInputs, nodes: &BTreeMap<NodeKey, &Node>) -> Priced {
     let window = inputs.window;
     let mut priced = Priced {
@@ -202,15 +248,25 @@ fn price(inputs: &LedgerInputs, nodes: &BTreeMap<NodeKey, &Node>) -> Priced {
     };
     let mut billed_segments: HashMap<NodeKey, Vec<PriceSegment>> = HashMap::new();
     // Node lines become GPU prices plus the node's non-GPU remainder; other lines are shared.
-    for line in &inputs.billing {
+    // In one canonical order, so that the same lines price alike however they arrived.
+    let mut lines: Vec<&BillingItem> = inputs.billing.iter().collect();
+    lines.sort_by(|a, b| {
+        let key = |l: &BillingItem| {
+            (
+                l.charge_period,
+                l.resource_id.clone(),
+                l.effective_cost.to_bits(),
+                l.attributes.clone(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    for line in lines {
         priced.billed += by_day(line.effective_cost, line.charge_period, window)
             .iter()
             .map(|(_, a)| a)
             .sum::<f64>();
-        let node = line
-            .resource_id
-            .as_deref()
-            .and_then(|id| nodes.values().find(|n| matches_node(id, n)));
+        let node = line_node(line, nodes);
         let Some(node) = node else {
             priced.shared_items.push(SharedItem {
                 period: line.charge_period,
@@ -373,8 +429,19 @@ fn gpu_hours_stage(
                     })
                     .map(|r| (r.span.intersect(&window), r.reason.clone()))
                     .collect(),
-                faults: faults.get(key).cloned().unwrap_or_default(),
+                faults: faults
+                    .get(key)
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .chain(
+                        telemetry
+                            .into_iter()
+                            .flat_map(|t| xid_faults(&t.xid, window)),
+                    )
+                    .collect(),
                 samples: telemetry.map(|t| t.samples.clone()).unwrap_or_default(),
+                pod_samples: telemetry.map(|t| t.pod_samples.clone()).unwrap_or_default(),
                 prices,
             };
             rows.extend(gpu_hours(&timeline, &inputs.config, |a| Owner {
@@ -482,6 +549,40 @@ fn whole_hours(span: Span) -> Span {
         floor_hour(span.start),
         floor_hour(span.end - 1) + MICROS_PER_HOUR,
     )
+}
+
+/// The XIDs that mean the GPU cannot run work until it is reset or replaced (NVIDIA's XID
+/// catalogue): 48 double-bit ECC error, 63 and 64 row remapping (pending / failed), 74 NVLink
+/// error, 79 fallen off the bus, 94 and 95 contained and uncontained ECC errors. Other XIDs
+/// (13 graphics engine exception, 31 MMU fault, 43 a stopped process, …) are the workload's own
+/// faults, not the device's.
+pub const FAULT_XIDS: [u32; 7] = [48, 63, 64, 74, 79, 94, 95];
+
+/// GPU faults from `DCGM_FI_DEV_XID_ERRORS`: from the first reading of a fault XID until the
+/// GPU reports something else (0 after a reset, or another XID). dcgm-exporter keeps the last
+/// XID until the GPU is reset, and a GPU that fell off the bus reports nothing more, so a fault
+/// with no later reading lasts until the window's end.
+fn xid_faults(readings: &[(Micros, u32)], window: Span) -> Vec<Span> {
+    let mut spans = Vec::new();
+    let mut since: Option<Micros> = None;
+    for &(ts, xid) in readings {
+        match (FAULT_XIDS.contains(&xid), since) {
+            (true, None) => since = Some(ts),
+            (false, Some(start)) => {
+                spans.push(Span::new(start, ts));
+                since = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(start) = since {
+        spans.push(Span::new(start, window.end.max(start)));
+    }
+    spans
+        .into_iter()
+        .map(|s| s.intersect(&window))
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// Node faults from `node_down` … `node_up` events (open at the window's end when not back up).

@@ -35,13 +35,36 @@ impl Default for ClassifyConfig {
     }
 }
 
-/// One telemetry sample of a GPU.
+/// One telemetry reading of a GPU (or of a MIG instance or pod on it) at one time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UsageSample {
     pub ts: Micros,
-    /// SM activity 0–1 (`sm_active`, else `gr_engine_active`, else `gpu_util` / 100).
+    /// SM activity 0–1: one measure, never a blend — `sm_active` where the exporter has it, else
+    /// `gr_engine_active`, else `gpu_util` / 100 (see [`usage_measure`]).
     pub sm_active: Option<f64>,
     pub power_w: Option<f64>,
+}
+
+/// The SM-activity measure of one reading: the first the exporter gave of SM activity, graphics
+/// engine activity and GPU utilisation (percent). Averaging them would book a stalled GPU (SM
+/// 0.02, utilisation 14 %) as busy.
+pub fn usage_measure(
+    sm_active: Option<f64>,
+    gr_engine_active: Option<f64>,
+    gpu_util_percent: Option<f64>,
+) -> Option<f64> {
+    sm_active
+        .or(gr_engine_active)
+        .or(gpu_util_percent.map(|u| u / 100.0))
+}
+
+/// The reading that stands for time `t`: the latest at or before it, for at most `max_gap`.
+fn reading_at(samples: &[UsageSample], t: Micros, max_gap: Micros) -> Option<&UsageSample> {
+    let after = samples.partition_point(|s| s.ts <= t);
+    after
+        .checked_sub(1)
+        .map(|i| &samples[i])
+        .filter(|s| t < s.ts + max_gap)
 }
 
 /// A price in force over a span, per GPU-hour.
@@ -64,8 +87,12 @@ pub struct GpuTimeline<'a> {
     /// Declared reservations and their reason (`warm_pool`, `ha_redundancy`, …).
     pub reservations: Vec<(Span, String)>,
     pub faults: Vec<Span>,
-    /// Sorted by time.
+    /// The whole GPU's readings, sorted by time: one measure per time (see [`UsageSample`]).
     pub samples: Vec<UsageSample>,
+    /// Readings of the series dcgm-exporter labelled with a pod — a MIG instance, or a pod's share
+    /// of a time-sliced GPU — by (namespace, pod), each sorted by time. An allocation's usage is
+    /// its pod's reading where there is one, else the GPU's.
+    pub pod_samples: BTreeMap<(String, String), Vec<UsageSample>>,
     /// Prices add where they overlap (usage, tax and credit lines of one resource).
     pub prices: Vec<PriceSegment>,
 }
@@ -164,7 +191,11 @@ pub fn gpu_hours(
     timeline.reservations.iter().for_each(|(s, _)| add_span(s));
     timeline.faults.iter().for_each(&mut add_span);
     timeline.prices.iter().for_each(|p| add_span(&p.span));
-    for sample in &timeline.samples {
+    for sample in timeline
+        .samples
+        .iter()
+        .chain(timeline.pod_samples.values().flatten())
+    {
         cuts.push(sample.ts);
         cuts.push(sample.ts + config.max_sample_gap);
     }
@@ -174,9 +205,19 @@ pub fn gpu_hours(
     cuts.dedup();
 
     let owners: Vec<Owner> = timeline.allocations.iter().map(|a| owner_of(a)).collect();
+    let own_samples: Vec<&[UsageSample]> = timeline
+        .allocations
+        .iter()
+        .map(|a| match (&a.namespace, &a.pod) {
+            (Some(namespace), Some(pod)) => timeline
+                .pod_samples
+                .get(&(namespace.clone(), pod.clone()))
+                .map_or(&[][..], Vec::as_slice),
+            _ => &[],
+        })
+        .collect();
     let mut rows: BTreeMap<RowKey, RowBuilder> = BTreeMap::new();
     let mut existence_cursor = 0;
-    let mut sample_cursor = 0;
     for piece in cuts.windows(2).map(|w| Span::new(w[0], w[1])) {
         while existence_cursor < existence.len() && existence[existence_cursor].end <= piece.start {
             existence_cursor += 1;
@@ -185,16 +226,7 @@ pub fn gpu_hours(
         {
             continue;
         }
-        while sample_cursor + 1 < timeline.samples.len()
-            && timeline.samples[sample_cursor + 1].ts <= piece.start
-        {
-            sample_cursor += 1;
-        }
-        let sample = timeline
-            .samples
-            .get(sample_cursor)
-            .filter(|s| s.ts <= piece.start && piece.start < s.ts + config.max_sample_gap);
-        let sm_active = sample.and_then(|s| s.sm_active);
+        let sample = reading_at(&timeline.samples, piece.start, config.max_sample_gap);
         let power = sample.and_then(|s| s.power_w);
         let seconds = piece.seconds();
         let price: f64 = timeline
@@ -216,6 +248,9 @@ pub fn gpu_hours(
         };
         for &i in &active {
             let held = seconds * timeline.allocations[i].share * scale;
+            let sm_active = reading_at(own_samples[i], piece.start, config.max_sample_gap)
+                .and_then(|s| s.sm_active)
+                .or_else(|| sample.and_then(|s| s.sm_active));
             let builder = row(&mut rows, timeline, hour, Some(owners[i].clone()), None);
             if let Some(v) = sm_active {
                 builder.sm_weighted += v * held;

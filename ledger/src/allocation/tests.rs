@@ -307,3 +307,54 @@ fn a_workload_seen_as_pods_and_as_a_kueue_workload_counts_once() {
     assert_eq!(allocations.len(), 1);
     assert_eq!(allocations[0].pod.as_deref(), Some("p"));
 }
+
+/// Issue 14 §1: a stop told twice — byte-identical, or with other words — closes one run. Before,
+/// the second stop found no open run and became a phantom run from the window's start (00:00) to
+/// the stop, packed onto a free GPU: 1 h + 2.5 h of allocated time instead of 1 h.
+#[test]
+fn a_repeated_stop_is_the_same_stop() {
+    let start = Event {
+        gpu_indices: vec![0],
+        ..event(90 * 60 * S, EventKind::Start, "p")
+    };
+    let stop = event(150 * 60 * S, EventKind::Stop, "p");
+    let reworded = Event {
+        reason: Some("Completed".into()),
+        ..stop.clone()
+    };
+    for events in [
+        vec![start.clone(), stop.clone(), stop.clone()],
+        vec![stop.clone(), start.clone(), reworded.clone()],
+        vec![reworded, stop.clone(), start.clone(), start.clone()],
+    ] {
+        let (allocations, warnings) = build(&events);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(allocations.len(), 1, "{allocations:?}");
+        assert_eq!(allocations[0].span, Span::new(90 * 60 * S, 150 * 60 * S));
+    }
+}
+
+/// Every arrival order of the same events gives the same allocations, repeats included.
+#[test]
+fn allocations_do_not_depend_on_event_order() {
+    let with = |e: Event, gpus: Option<f64>| Event { gpus, ..e };
+    let events = vec![
+        with(event(H, EventKind::Start, "a"), Some(2.0)),
+        with(event(H, EventKind::Start, "b"), Some(1.0)),
+        event(3 * H, EventKind::Stop, "a"),
+        // b restarts at 2h (a second start ends the first run) and is still running at 24h.
+        with(event(2 * H, EventKind::Start, "b"), Some(1.0)),
+        // A stop with no start in the window: running since before it.
+        event(4 * H, EventKind::Stop, "c"),
+    ];
+    let (expected, _) = build(&events);
+    assert_eq!(expected.len(), 2 + 2 + 1);
+    let mut rotated = events.clone();
+    for step in 0..events.len() {
+        rotated.rotate_left(1);
+        let mut doubled = rotated.clone();
+        doubled.extend(rotated.iter().skip(step).cloned());
+        doubled.reverse();
+        assert_eq!(build(&doubled).0, expected, "order {step}");
+    }
+}

@@ -72,6 +72,7 @@ pub(crate) fn worked_example() -> LedgerInputs {
         GpuTelemetry {
             gpu_uuid: Some("GPU-n1-0".into()),
             samples: gpu0,
+            ..GpuTelemetry::default()
         },
     );
     // n2 (rate card) is seen for two hours, busy.
@@ -80,6 +81,7 @@ pub(crate) fn worked_example() -> LedgerInputs {
         GpuTelemetry {
             gpu_uuid: Some("GPU-n2-0".into()),
             samples: samples(0, 2, 0.9),
+            ..GpuTelemetry::default()
         },
     );
     let line = |cost: f64, resource: Option<&str>, pairs: &[(&str, &str)]| BillingItem {
@@ -257,6 +259,7 @@ fn late_telemetry_recomputes_only_the_hours_it_touches() {
         GpuTelemetry {
             gpu_uuid: Some("GPU-n1-1".into()),
             samples: samples(8, 9, 0.0),
+            ..GpuTelemetry::default()
         },
     );
     let touched = [Span::new(8 * H, 10 * H)];
@@ -306,4 +309,121 @@ fn late_telemetry_recomputes_only_the_hours_it_touches() {
         without_uuid(&after.gpu_hours)
     );
     assert_eq!(full.cost_entries, after.cost_entries);
+}
+
+/// One H100 cut into seven 1g.10gb instances, each given to a pod of team `vision` for 01:00–02:00.
+/// dcgm-exporter labels each instance's series with its pod: two instances are busy (SM 0.8), the
+/// five others idle (0.0). Each allocation's usage is its own instance's (issue 14 §2): before,
+/// every allocation was measured by the GPU's average, 1.6 / 7 = 0.229, and all seven were busy.
+#[test]
+fn mig_instances_are_measured_apart() {
+    let pods: Vec<String> = (0..7).map(|i| format!("mig-{i}")).collect();
+    let mut events = Vec::new();
+    let mut pod_samples = BTreeMap::new();
+    for (i, pod) in pods.iter().enumerate() {
+        let mut start = event(H, EventKind::Start, "n1", pod, "vision", Some(0));
+        start.mig_profile = Some("1g.10gb".into());
+        events.push(start);
+        events.push(event(2 * H, EventKind::Stop, "n1", pod, "vision", None));
+        let sm = if i < 2 { 0.8 } else { 0.0 };
+        pod_samples.insert(("ml".to_string(), pod.clone()), samples(1, 2, sm));
+    }
+    let mut telemetry = HashMap::new();
+    telemetry.insert(
+        ("demo".into(), "n1".into(), 0),
+        GpuTelemetry {
+            gpu_uuid: Some("GPU-n1-0".into()),
+            // The whole GPU's reading is the highest of its instances'.
+            samples: samples(1, 2, 0.8),
+            pod_samples,
+            xid: Vec::new(),
+        },
+    );
+    let inputs = LedgerInputs {
+        window: Span::new(0, 24 * H),
+        nodes: vec![Node {
+            cluster: "demo".into(),
+            node: "n1".into(),
+            resource_id: None,
+            gpu_count: 1,
+            gpu_model: "NVIDIA H100 80GB HBM3".into(),
+            capacity_type: "on_demand".into(),
+            gpu_cost_share: 1.0,
+            gpu_replicas: 1,
+        }],
+        events,
+        telemetry,
+        rate_card: vec![RateCardEntry {
+            gpu_model: "NVIDIA H100 80GB HBM3".into(),
+            capacity_type: "on_demand".into(),
+            price_per_gpu_hour: 7.0,
+        }],
+        ..LedgerInputs::default()
+    };
+    let out = build(&inputs);
+    let by_pod: BTreeMap<&str, (f64, f64, Option<f64>)> = out
+        .gpu_hours
+        .iter()
+        .filter_map(|r| {
+            let owner = r.owner.as_ref()?;
+            Some((
+                owner.workload.as_deref()?,
+                (r.busy_seconds, r.allocated_idle_seconds, r.sm_active),
+            ))
+        })
+        .collect();
+    // 1/7 of an hour each: 514.29 s.
+    let seventh = 3600.0 / 7.0;
+    for (i, pod) in pods.iter().enumerate() {
+        let (busy, idle, sm) = by_pod[pod.as_str()];
+        let expected = if i < 2 {
+            (seventh, 0.0, 0.8)
+        } else {
+            (0.0, seventh, 0.0)
+        };
+        assert!(
+            close(busy, expected.0) && close(idle, expected.1) && close(sm.unwrap(), expected.2),
+            "{pod}: {busy} {idle} {sm:?}"
+        );
+    }
+    // 7.00/h: 2 instances busy (2.00), 5 idle (5.00) — vision's allocated idle is 5/7 GPU-h.
+    assert!(close(
+        total(&out.cost_entries, Some("vision"), "direct"),
+        2.0
+    ));
+    assert!(close(
+        total(&out.cost_entries, Some("vision"), "allocated_idle"),
+        5.0
+    ));
+    assert!(out.balance.balances());
+}
+
+/// n1's GPU 0 reports XID 79 (fallen off the bus) at 08:00 and 0 again after its reset at 09:00:
+/// that unallocated hour is `fault`, not `unexplained` (issue 14 §7). XID 13 (a workload's own
+/// graphics exception) at 10:00–11:00 is no device fault.
+#[test]
+fn an_xid_79_marks_the_gpu_faulty_until_it_reports_otherwise() {
+    let mut inputs = worked_example();
+    let gpu = inputs
+        .telemetry
+        .get_mut(&("demo".to_string(), "n1".to_string(), 0))
+        .unwrap();
+    gpu.xid = vec![(0, 0), (8 * H, 79), (9 * H, 0), (10 * H, 13), (11 * H, 0)];
+    let out = build(&inputs);
+    let seconds = |hour: i64| {
+        out.gpu_hours
+            .iter()
+            .filter(|r| r.node == "n1" && r.gpu_index == 0 && r.hour == hour * H)
+            .map(|r| (r.fault_seconds, r.unexplained_seconds))
+            .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
+    };
+    assert_eq!(seconds(8), (3600.0, 0.0));
+    assert_eq!(seconds(10), (0.0, 3600.0));
+    // n1's GPUs cost 96 × 0.8 / 2 / 24 = 1.60 per hour: one hour moves from unexplained to fault.
+    let before = build(&worked_example());
+    let moved = |bucket: &str| {
+        total(&out.cost_entries, None, bucket) - total(&before.cost_entries, None, bucket)
+    };
+    assert!(close(moved("fault"), 1.6) && close(moved("unexplained"), -1.6));
+    assert!(out.balance.balances());
 }
