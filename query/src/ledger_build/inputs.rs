@@ -1,16 +1,16 @@
 //! Reads one window's ledger inputs out of the lake with SQL, into the plain values of
 //! `gpuledger_ledger::build::LedgerInputs`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{Float64Type, Int32Type, TimestampMicrosecondType};
 use chrono::DateTime;
 use datafusion::prelude::SessionContext;
-use gpuledger_ledger::allocation::{Event, EventKind, Labels, PodGpus};
+use gpuledger_ledger::allocation::{Allocation, Event, EventKind, Labels, PodGpus};
 use gpuledger_ledger::build::{BillingItem, GpuTelemetry};
-use gpuledger_ledger::gpu_hours::{ClassCosts, GpuHour, Owner, UsageSample};
-use gpuledger_ledger::time::{Micros, Span};
+use gpuledger_ledger::gpu_hours::{ClassCosts, GpuHour, Owner, UsageSample, usage_measure};
+use gpuledger_ledger::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
 
 use crate::error::QueryError;
 
@@ -104,18 +104,24 @@ pub async fn events(ctx: &SessionContext, window: Span) -> Result<Vec<Event>, Qu
     Ok(events)
 }
 
-/// Per GPU: SM activity (`sm_active`, else `gr_engine_active`, else `gpu_util`/100, averaged
-/// over the rows of one scrape — MIG instances and per-pod series of a shared GPU), and power.
+/// Per GPU: one usage reading per time for the whole GPU, and one per pod-labelled series (MIG
+/// instances, pods sharing a time-sliced GPU). Rows of one series and time are merged first — an
+/// input that lists each metric family apart may land a (series, time) as several partial rows —
+/// then each reading takes one measure (`usage_measure`): the whole GPU's is the highest of its
+/// series at that time (busy when any part of it is busy), never their average.
 pub async fn telemetry(
     ctx: &SessionContext,
     span: Span,
+    window: Span,
     max_sample_gap: Micros,
 ) -> Result<HashMap<(String, String, u32), GpuTelemetry>, QueryError> {
     let sql = format!(
-        "SELECT cluster, node, gpu_index, max(gpu_uuid) AS gpu_uuid, ts,
-                avg(coalesce(sm_active, gr_engine_active, gpu_util / 100.0)) AS sm, max(power_w) AS power_w
+        "SELECT cluster, node, gpu_index, namespace, pod, ts, max(gpu_uuid) AS gpu_uuid,
+                max(sm_active) AS sm_active, max(gr_engine_active) AS gr_engine_active,
+                max(gpu_util) AS gpu_util, max(power_w) AS power_w
          FROM gpu_samples WHERE {}
-         GROUP BY cluster, node, gpu_index, ts ORDER BY cluster, node, gpu_index, ts",
+         GROUP BY cluster, node, gpu_index, mig_instance, gpu_uuid, namespace, pod, container, ts
+         ORDER BY cluster, node, gpu_index, ts, namespace, pod",
         gpu_rows(Span::new(span.start - max_sample_gap, span.end))
     );
     let mut telemetry: HashMap<(String, String, u32), GpuTelemetry> = HashMap::new();
@@ -131,14 +137,82 @@ pub async fn telemetry(
             if entry.gpu_uuid.is_none() {
                 entry.gpu_uuid = c.str("gpu_uuid", row);
             }
-            entry.samples.push(UsageSample {
+            let reading = UsageSample {
                 ts: c.ts("ts", row).expect("ts is not null"),
-                sm_active: c.f64("sm", row),
+                sm_active: usage_measure(
+                    c.f64("sm_active", row),
+                    c.f64("gr_engine_active", row),
+                    c.f64("gpu_util", row),
+                ),
                 power_w: c.f64("power_w", row),
-            });
+            };
+            highest_at(&mut entry.samples, reading);
+            if let (Some(namespace), Some(pod)) = (c.str("namespace", row), c.str("pod", row)) {
+                highest_at(
+                    entry.pod_samples.entry((namespace, pod)).or_default(),
+                    reading,
+                );
+            }
         }
     }
+    for (key, readings) in xid_readings(ctx, window, max_sample_gap).await? {
+        telemetry.entry(key).or_default().xid = readings;
+    }
     Ok(telemetry)
+}
+
+/// Appends a reading to a time-sorted list, or merges it into the reading of the same time by
+/// taking the higher value of each measure.
+fn highest_at(samples: &mut Vec<UsageSample>, reading: UsageSample) {
+    let higher = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    match samples.last_mut() {
+        Some(last) if last.ts == reading.ts => {
+            last.sm_active = higher(last.sm_active, reading.sm_active);
+            last.power_w = higher(last.power_w, reading.power_w);
+        }
+        _ => samples.push(reading),
+    }
+}
+
+/// The changes of each GPU's last XID over the whole window (whatever hours are rebuilt, so a
+/// fault that began before them is still seen): its first reading and every reading that differs
+/// from the one before.
+async fn xid_readings(
+    ctx: &SessionContext,
+    window: Span,
+    max_sample_gap: Micros,
+) -> Result<HashMap<(String, String, u32), Vec<(Micros, u32)>>, QueryError> {
+    let sql = format!(
+        "SELECT cluster, node, gpu_index, ts, xid FROM (
+             SELECT cluster, node, gpu_index, ts, xid,
+                    lag(xid) OVER (PARTITION BY cluster, node, gpu_index ORDER BY ts) AS previous
+             FROM (SELECT cluster, node, gpu_index, ts, CAST(max(xid_last) AS INT) AS xid
+                   FROM gpu_samples WHERE {} AND xid_last IS NOT NULL
+                   GROUP BY cluster, node, gpu_index, ts))
+         WHERE previous IS NULL OR previous <> xid
+         ORDER BY cluster, node, gpu_index, ts",
+        gpu_rows(Span::new(window.start - max_sample_gap, window.end))
+    );
+    let mut readings: HashMap<(String, String, u32), Vec<(Micros, u32)>> = HashMap::new();
+    for batch in query(ctx, &sql).await? {
+        let c = Columns(&batch);
+        for row in 0..batch.num_rows() {
+            let key = (
+                c.str("cluster", row).unwrap_or_default(),
+                c.str("node", row).expect("filtered"),
+                c.i32("gpu_index", row).expect("filtered") as u32,
+            );
+            let xid = c.i32("xid", row).expect("filtered");
+            readings
+                .entry(key)
+                .or_default()
+                .push((c.ts("ts", row).expect("not null"), xid.max(0) as u32));
+        }
+    }
+    Ok(readings)
 }
 
 /// Which GPUs dcgm-exporter saw each pod on in the window.
@@ -167,6 +241,84 @@ pub async fn pod_gpus(ctx: &SessionContext, window: Span) -> Result<PodGpus, Que
         }
     }
     Ok(pod_gpus)
+}
+
+/// Whether the day's stored allocations and `allocations` (both clipped to `window`) differ only
+/// in hours that `dirty` recomputes.
+pub async fn allocations_unchanged_outside(
+    ctx: &SessionContext,
+    window: Span,
+    allocations: &[Allocation],
+    dirty: &[Span],
+) -> Result<bool, QueryError> {
+    type Key = (String, String, u32, Micros, Micros, [Option<String>; 4], u64);
+    let key = |a: &Allocation, span: Span| -> Key {
+        (
+            a.cluster.clone(),
+            a.node.clone(),
+            a.gpu_index,
+            span.start,
+            span.end,
+            [
+                a.namespace.clone(),
+                a.workload.clone(),
+                a.pod.clone(),
+                a.labels.team.clone(),
+            ],
+            a.share.to_bits(),
+        )
+    };
+    let mut new: BTreeSet<Key> = allocations
+        .iter()
+        .map(|a| (a, a.span.intersect(&window)))
+        .filter(|(_, span)| !span.is_empty())
+        .map(|(a, span)| key(a, span))
+        .collect();
+    let sql = format!(
+        "SELECT cluster, node, gpu_index, start_time, end_time, namespace, workload, pod, team_label, share
+         FROM allocations WHERE start_time >= {} AND start_time < {}",
+        ts_literal(window.start),
+        ts_literal(window.end)
+    );
+    let mut changed: Vec<Span> = Vec::new();
+    for batch in query(ctx, &sql).await? {
+        let c = Columns(&batch);
+        for row in 0..batch.num_rows() {
+            let span = Span::new(
+                c.ts("start_time", row).expect("not null"),
+                c.ts("end_time", row).expect("not null"),
+            );
+            let stored = (
+                c.str("cluster", row).unwrap_or_default(),
+                c.str("node", row).unwrap_or_default(),
+                c.i32("gpu_index", row).expect("not null") as u32,
+                span.start,
+                span.end,
+                [
+                    c.str("namespace", row),
+                    c.str("workload", row),
+                    c.str("pod", row),
+                    c.str("team_label", row),
+                ],
+                c.f64("share", row).unwrap_or(0.0).to_bits(),
+            );
+            if !new.remove(&stored) {
+                changed.push(span);
+            }
+        }
+    }
+    changed.extend(new.iter().map(|k| Span::new(k.3, k.4)));
+    let covered = |t: Micros| dirty.iter().any(|d| d.contains(t));
+    Ok(changed.iter().all(|span| {
+        let mut hour = floor_hour(span.start);
+        while hour < span.end {
+            if !covered(hour) {
+                return false;
+            }
+            hour += MICROS_PER_HOUR;
+        }
+        true
+    }))
 }
 
 /// Telemetry rows of identified GPUs in a span.

@@ -4,7 +4,8 @@
 //!
 //! Incremental: a built day remembers when it read its inputs. Input files committed after that
 //! make the hours they touch dirty — telemetry its own hours plus the time its last sample
-//! stands for; scheduler events everything after them (a late stop ends an allocation early);
+//! stands for; scheduler events everything from the start of their day (a late stop ends an
+//! allocation early, a stop without its start opens a run at the day's start);
 //! billing the whole days it covers — and only those hours are recomputed. The day's journal
 //! and balance are then recomputed from the stored and the new rows.
 
@@ -23,7 +24,8 @@ use gpuledger_lake::catalog::{CommitOutcome, NewBatch};
 use gpuledger_lake::tables::Table;
 use gpuledger_lake::writer::TableWriter;
 use gpuledger_ledger::build::{
-    LedgerInputs, ManualCost, Node, RateCardEntry, Reservation, rebuild, resolve_team,
+    LedgerInputs, ManualCost, Node, RateCardEntry, Reservation, rate_card_rates, rebuild,
+    resolve_team,
 };
 use gpuledger_ledger::gpu_hours::ClassifyConfig;
 use gpuledger_ledger::journal::{Balance, SharedCostRule, by_day};
@@ -213,7 +215,9 @@ async fn dirty_hours(
         .files_committed_since(Table::SchedulerEvents, built_at)
         .await?
     {
-        touched.push(Span::new(file.min_ts, window.end));
+        // A late stop ends an allocation early; a stop whose start is not in the data opens a
+        // run at the start of its day: everything from that day's start on may change.
+        touched.push(Span::new(floor_day(file.min_ts), window.end));
     }
     for file in catalog
         .files_committed_since(Table::BillingLines, built_at)
@@ -249,20 +253,12 @@ async fn build_day(
     config: &ClassifyConfig,
 ) -> Result<DayReport, QueryError> {
     let started_at = Utc::now().timestamp_micros();
-    // Telemetry only matters where GPU-hours are recomputed: load just the dirty span.
-    let recomputed = Span::new(
-        dirty.iter().map(|s| s.start).min().unwrap_or(window.start),
-        dirty.iter().map(|s| s.end).max().unwrap_or(window.end),
-    );
-    let telemetry = inputs::telemetry(ctx, recomputed, config.max_sample_gap).await?;
-    let pod_gpus = inputs::pod_gpus(ctx, window).await?;
-    let events = inputs::events(ctx, window).await?;
     let mut inputs = LedgerInputs {
         window,
         nodes: declared.nodes.clone(),
-        events,
-        telemetry,
-        pod_gpus,
+        events: inputs::events(ctx, window).await?,
+        telemetry: Default::default(),
+        pod_gpus: inputs::pod_gpus(ctx, window).await?,
         reservations: declared.reservations.clone(),
         billing: inputs::billing(ctx, window).await?,
         manual_costs: declared.manual_costs.clone(),
@@ -272,22 +268,48 @@ async fn build_day(
         usage: inputs::usage(ctx, window).await?,
         config: *config,
     };
-    let whole_day = dirty == [window];
-    let kept: Vec<_> = if whole_day {
+    let stored = if dirty == [window] {
         Vec::new()
     } else {
-        inputs::stored_gpu_hours(ctx, window)
-            .await?
-            .into_iter()
-            .filter(|r| !dirty.iter().any(|d| d.contains(r.hour)))
-            .collect()
+        inputs::stored_gpu_hours(ctx, window).await?
     };
-    let kept_gpus: Vec<_> = kept
-        .iter()
-        .map(|r| (r.cluster.clone(), r.node.clone(), r.gpu_index))
-        .collect();
-    add_undeclared_nodes(&mut inputs, kept_gpus);
-    let out = rebuild(&inputs, dirty, kept);
+    let declared_nodes = inputs.nodes.len();
+    let mut dirty = dirty.to_vec();
+    let out = loop {
+        // Telemetry only matters where GPU-hours are recomputed: load just the dirty span.
+        let recomputed = Span::new(
+            dirty.iter().map(|s| s.start).min().unwrap_or(window.start),
+            dirty.iter().map(|s| s.end).max().unwrap_or(window.end),
+        );
+        inputs.telemetry =
+            inputs::telemetry(ctx, recomputed, window, config.max_sample_gap).await?;
+        inputs.nodes.truncate(declared_nodes);
+        let whole_day = dirty == [window];
+        let kept: Vec<_> = if whole_day {
+            Vec::new()
+        } else {
+            stored
+                .iter()
+                .filter(|r| !dirty.iter().any(|d| d.contains(r.hour)))
+                .cloned()
+                .collect()
+        };
+        let kept_gpus: Vec<_> = kept
+            .iter()
+            .map(|r| (r.cluster.clone(), r.node.clone(), r.gpu_index))
+            .collect();
+        add_undeclared_nodes(&mut inputs, kept_gpus);
+        let out = rebuild(&inputs, &dirty, kept);
+        // An allocation can change outside the dirty hours (late telemetry shows which GPU a
+        // pod was on; a late start moves a run): then the kept hours are stale, and the whole
+        // day is built again, so that an incremental build equals a build from scratch.
+        if whole_day
+            || inputs::allocations_unchanged_outside(ctx, window, &out.allocations, &dirty).await?
+        {
+            break out;
+        }
+        dirty = vec![window];
+    };
 
     let batch_id = format!("ledger-{}-{}", date_of(window.start), &uuid_suffix());
     let mut writer = TableWriter::new(Arc::clone(lake.store()), batch_id.clone());
@@ -396,15 +418,18 @@ fn undeclared_node(cluster: &str, node: &str, gpu_count: u32) -> Node {
     }
 }
 
-/// Both sides of the ledger over `[from, to)`, from the stored journal and the billing lines.
+/// Both sides of the ledger over `[from, to)`. The expected side comes from the inputs alone —
+/// the billing lines, the declared manual costs, and for each day the nodes no billing line
+/// prices at their declared rate × the GPU-seconds of their `gpu_hours` rows — and the
+/// accounted side is the stored journal, so a journal built from stale or wrong prices shows.
 pub async fn balance(
     lake: &Lake,
     declared: &Declared,
     window: Span,
 ) -> Result<Balance, QueryError> {
     let ctx = new_session(lake)?;
-    let billed: f64 = inputs::billing(&ctx, window)
-        .await?
+    let billing = inputs::billing(&ctx, window).await?;
+    let billed: f64 = billing
         .iter()
         .map(|l| {
             by_day(l.effective_cost, l.charge_period, window)
