@@ -134,3 +134,86 @@ fn a_restated_bill_rebalances_the_ledger() {
         assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     }
 }
+
+#[test]
+fn check_prices_unbilled_nodes_from_the_rate_card_not_from_the_journal() {
+    for ledger in ledgers() {
+        load_worked_example(&ledger);
+        let check = || {
+            ledger.run(&[
+                "ledger",
+                "check",
+                "--from",
+                "2026-11-02",
+                "--to",
+                "2026-11-02",
+            ])
+        };
+        let figure = |text: &str, label: &str| {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(label))
+                .map(|l| l.split_whitespace().last().unwrap().to_string())
+        };
+        // The L4 rate goes from 1.20 to 1.50 and the ledger is not rebuilt. n2 (no billing line)
+        // has 2 GPU-hours (00–01 allocated, 01–02 unexplained), so the rate card now says
+        // 2 × 1.50 = 3.00 while the journal still holds 2 × 1.20 = 2.40: expected
+        // 111.00 + 4.80 + 3.00 = 118.80 against 118.20 accounted.
+        let rate = ledger.dir.path().join("rate.yaml");
+        std::fs::write(
+            &rate,
+            "kind: rate_card\nspec: {gpu_model: NVIDIA L4, capacity_type: on_demand, price_per_gpu_hour: 1.50}\n",
+        )
+        .unwrap();
+        crate::golden::run_ok(&ledger, &["apply", rate.to_str().unwrap()]);
+        let out = check();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        assert_eq!(
+            figure(&text, "rate card").as_deref(),
+            Some("3.000000"),
+            "{text}"
+        );
+        assert_eq!(
+            figure(&text, "expected").as_deref(),
+            Some("118.800000"),
+            "{text}"
+        );
+        assert_eq!(
+            figure(&text, "accounted").as_deref(),
+            Some("118.200000"),
+            "{text}"
+        );
+        assert_eq!(
+            figure(&text, "difference").as_deref(),
+            Some("-0.600000"),
+            "{text}"
+        );
+        assert!(text.contains("DOES NOT BALANCE"), "{text}");
+
+        // Rebuilt, the journal holds n2 at 1.50: 118.80 on both sides.
+        crate::golden::run_ok(
+            &ledger,
+            &[
+                "ledger",
+                "build",
+                "--from",
+                "2026-11-02",
+                "--to",
+                "2026-11-02",
+            ],
+        );
+        let out = check();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert_eq!(
+            figure(&text, "accounted").as_deref(),
+            Some("118.800000"),
+            "{text}"
+        );
+        assert_eq!(
+            figure(&text, "difference").as_deref(),
+            Some("0.000000"),
+            "{text}"
+        );
+    }
+}

@@ -420,6 +420,37 @@ pub async fn usage(
     Ok(usage)
 }
 
+/// The GPU-seconds of the stored `gpu_hours` rows of a window, whatever their class, per
+/// (day, cluster, node): what the balance prices by the rate card.
+pub async fn gpu_seconds(
+    ctx: &SessionContext,
+    window: Span,
+) -> Result<BTreeMap<(Micros, String, String), f64>, QueryError> {
+    let sql = format!(
+        "SELECT date_trunc('day', hour) AS day, cluster, node,
+                sum(busy_seconds + allocated_idle_seconds + reserved_seconds + unexplained_seconds
+                    + fault_seconds) AS seconds
+         FROM gpu_hours WHERE hour >= {} AND hour < {} GROUP BY 1, 2, 3",
+        ts_literal(window.start),
+        ts_literal(window.end)
+    );
+    let mut seconds = BTreeMap::new();
+    for batch in query(ctx, &sql).await? {
+        let c = Columns(&batch);
+        for row in 0..batch.num_rows() {
+            seconds.insert(
+                (
+                    c.ts("day", row).expect("not null"),
+                    c.str("cluster", row).unwrap_or_default(),
+                    c.str("node", row).unwrap_or_default(),
+                ),
+                c.f64("seconds", row).unwrap_or(0.0),
+            );
+        }
+    }
+    Ok(seconds)
+}
+
 /// The stored `gpu_hours` rows of a window (kept when only some hours are recomputed).
 pub async fn stored_gpu_hours(
     ctx: &SessionContext,

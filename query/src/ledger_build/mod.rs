@@ -448,10 +448,36 @@ pub async fn balance(
                 .sum::<f64>()
         })
         .sum();
+    let seconds = inputs::gpu_seconds(&ctx, window).await?;
+    // Nodes a build found only in telemetry or events are priced as it prices them.
+    let mut nodes = declared.nodes.clone();
+    let mut known: BTreeSet<(String, String)> = nodes
+        .iter()
+        .map(|n| (n.cluster.clone(), n.node.clone()))
+        .collect();
+    for (_, cluster, node) in seconds.keys() {
+        if known.insert((cluster.clone(), node.clone())) {
+            nodes.push(undeclared_node(cluster, node, 0));
+        }
+    }
+    let mut rate_card = 0.0;
+    let mut rates = BTreeMap::new();
+    for ((day, cluster, node), seconds) in &seconds {
+        let rates = rates.entry(*day).or_insert_with(|| {
+            rate_card_rates(
+                &nodes,
+                &billing,
+                &declared.rate_card,
+                Span::new(*day, day + MICROS_PER_DAY),
+            )
+        });
+        if let Some(rate) = rates.get(&(cluster.clone(), node.clone())) {
+            rate_card += rate * seconds / 3600.0;
+        }
+    }
     let sums = ctx
         .sql(&format!(
-            "SELECT coalesce(sum(amount), 0) AS accounted,
-                    coalesce(sum(CASE WHEN source = 'rate_card' THEN amount END), 0) AS rate_card
+            "SELECT coalesce(sum(amount), 0) AS accounted
              FROM cost_entries WHERE day >= {} AND day < {}",
             ts_literal(window.start),
             ts_literal(window.end)
@@ -459,18 +485,14 @@ pub async fn balance(
         .await?
         .collect()
         .await?;
-    use arrow::array::AsArray;
-    let value = |name: &str| {
-        sums[0]
-            .column_by_name(name)
-            .expect("column")
-            .as_primitive::<arrow::datatypes::Float64Type>()
-            .value(0)
-    };
+    let accounted = sums[0]
+        .column(0)
+        .as_primitive::<arrow::datatypes::Float64Type>()
+        .value(0);
     Ok(Balance {
         billed,
         manual,
-        rate_card: value("rate_card"),
-        accounted: value("accounted"),
+        rate_card,
+        accounted,
     })
 }
