@@ -4,7 +4,9 @@
 //! 15 s and kept with per-sample timestamps as a scrape recorder writes them.
 //!
 //! `cargo bench -p gpuledger-ingest --bench dcgm_ingest` reports:
-//! - `parse`: the text parser alone, samples per second (criterion);
+//! - `parse`: the text parser alone, samples per second (criterion), on scrape-grouped text (each
+//!   scrape a full exposition, as a scrape recorder appends them) and on family-grouped text (each
+//!   metric family once with every scrape's samples, as a multi-scrape dump lists them);
 //! - `day`: the end-to-end ingest of one day of that fleet (5,760 scrapes) through the real
 //!   pipeline into durable zstd Parquet with a SQLite catalog: samples per second, text parse
 //!   included, and Parquet bytes per sample. Each hour is generated in memory first, outside the
@@ -287,18 +289,28 @@ fn fb_used(gpu: usize) -> f64 {
     }
 }
 
-/// `count` consecutive full expositions from scrape number `first` (HELP/TYPE, then one line per
-/// GPU per metric) with per-sample millisecond timestamps, and the number of samples in them.
-fn synthetic_scrapes(first: usize, count: usize) -> (Vec<u8>, u64) {
+/// How the samples of several scrapes are laid out in one text.
+#[derive(Clone, Copy)]
+enum Grouping {
+    /// One full exposition per scrape (HELP/TYPE, then one line per GPU per metric).
+    Scrape,
+    /// Each metric family once (HELP/TYPE, then every scrape's line per GPU).
+    Family,
+}
+
+/// `count` consecutive scrapes from scrape number `first` with per-sample millisecond
+/// timestamps, and the number of samples in them.
+fn synthetic_scrapes(first: usize, count: usize, grouping: Grouping) -> (Vec<u8>, u64) {
     let labels: Vec<String> = (0..NODES)
         .flat_map(|node| (0..GPUS_PER_NODE).map(move |slot| labels(node, slot)))
         .collect();
     let mut text = String::new();
     let mut samples = 0;
-    for scrape in first..first + count {
-        let ms = FIRST_SCRAPE_MS + scrape as i64 * SCRAPE_INTERVAL_MS;
-        for (metric, &(name, kind, help, format)) in METRICS.iter().enumerate() {
-            writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}").unwrap();
+    let mut family = |text: &mut String, scrapes: std::ops::Range<usize>, metric: usize| {
+        let (name, kind, help, format) = METRICS[metric];
+        writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}").unwrap();
+        for scrape in scrapes {
+            let ms = FIRST_SCRAPE_MS + scrape as i64 * SCRAPE_INTERVAL_MS;
             for (gpu, labels) in labels.iter().enumerate() {
                 let value = reading(gpu, scrape, metric);
                 match format {
@@ -307,6 +319,20 @@ fn synthetic_scrapes(first: usize, count: usize) -> (Vec<u8>, u64) {
                 }
                 .unwrap();
                 samples += 1;
+            }
+        }
+    };
+    match grouping {
+        Grouping::Scrape => {
+            for scrape in first..first + count {
+                for metric in 0..METRICS.len() {
+                    family(&mut text, scrape..scrape + 1, metric);
+                }
+            }
+        }
+        Grouping::Family => {
+            for metric in 0..METRICS.len() {
+                family(&mut text, first..first + count, metric);
             }
         }
     }
@@ -333,23 +359,29 @@ impl Sink for CountingSink {
 }
 
 fn parse_throughput(c: &mut Criterion) {
-    let (text, samples) = synthetic_scrapes(0, SCRAPES);
     let ctx = ParseContext::new(
         "bench.prom",
         Utc.timestamp_millis_opt(FIRST_SCRAPE_MS).unwrap(),
     );
     let mut group = c.benchmark_group("dcgm_ingest");
     group.sample_size(10);
-    group.throughput(Throughput::Elements(samples));
-    group.bench_function("parse_1000_gpus_4_scrapes", |b| {
-        b.iter(|| {
-            let mut sink = CountingSink::default();
-            let stats = dcgm::parse(&mut black_box(text.as_slice()), &ctx, &mut sink).unwrap();
-            assert_eq!((stats.samples, sink.rejections), (samples, 0));
-            assert_eq!(sink.rows, NODES * GPUS_PER_NODE * SCRAPES);
-            black_box(sink.rows)
-        })
-    });
+    for (grouping, name) in [
+        (Grouping::Scrape, "parse_1000_gpus_4_scrapes"),
+        (Grouping::Family, "parse_1000_gpus_4_scrapes_family_grouped"),
+    ] {
+        let (text, samples) = synthetic_scrapes(0, SCRAPES, grouping);
+        group.throughput(Throughput::Elements(samples));
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let mut sink = CountingSink::default();
+                let stats = dcgm::parse(&mut black_box(text.as_slice()), &ctx, &mut sink).unwrap();
+                assert_eq!((stats.samples, sink.rejections), (samples, 0));
+                // One row per GPU and scrape, whichever the grouping.
+                assert_eq!(sink.rows, NODES * GPUS_PER_NODE * SCRAPES);
+                black_box(sink.rows)
+            })
+        });
+    }
     group.finish();
 }
 
@@ -365,7 +397,8 @@ fn day_end_to_end(hours: usize) {
         .unwrap();
     let (mut samples, mut text_bytes, mut elapsed) = (0u64, 0u64, Duration::ZERO);
     for hour in 0..hours {
-        let (text, hour_samples) = synthetic_scrapes(hour * SCRAPES_PER_HOUR, SCRAPES_PER_HOUR);
+        let (text, hour_samples) =
+            synthetic_scrapes(hour * SCRAPES_PER_HOUR, SCRAPES_PER_HOUR, Grouping::Scrape);
         text_bytes += text.len() as u64;
         samples += hour_samples;
         let input = Input::Bytes {

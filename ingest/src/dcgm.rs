@@ -14,6 +14,21 @@
 //! label names, DCGM "blank" sentinels printed as readings (dropped and counted), non-numeric values
 //! such as `ERROR - FAILED TO CONVERT TO STRING` (rejected, the rest of the scrape lands), and label
 //! sets abbreviated as `{gpu="0",...}` in documentation excerpts.
+//!
+//! Input order does not matter. Every cell of one series at one time lands in the same wide row
+//! whatever order the lines come in: scrape by scrape (one exposition after another), family by
+//! family (each metric once with every scrape's samples, as multi-scrape dumps list them), any
+//! interleaving, and remote-write's series-by-series samples. The rows held in memory are found by
+//! (series, time) in a hash map, and leave sorted by the table's sort order (cluster, node, GPU
+//! UUID, MIG instance, time, then the other identity columns), so the same samples give the same
+//! batches in every order. Rows are held until about `ParseContext::batch_rows` of them are open:
+//! when a new time starts and the scrape that follows would not fit (a scrape is predicted to be as
+//! large as the last one), or at twice that many rows whatever the time, the held rows are emitted.
+//! Scrape-grouped input therefore lands each (series, time) once unless one scrape alone exceeds
+//! the batch size; in other orders a (series, time) whose cells straddle two emissions lands as two
+//! partial rows (the ledger merges rows per series and time when it reads them, and compaction will
+//! merge them on disk). With the default batch size a typical file or HTTP body lands each
+//! (series, time) once.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -30,7 +45,7 @@ use crate::error::IngestError;
 use crate::record::{ParseContext, Rejection, Sink};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// What one input yielded.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,9 +61,9 @@ pub struct DcgmStats {
     pub rejected: u64,
 }
 
-/// Parses one dcgm-exporter text input and streams its rows to `sink`: `gpu_samples` batches once
-/// `ctx.batch_rows` rows are complete (a row is complete when the timestamp moves on, or at the end),
-/// `gpu_samples_extra` batches as they fill.
+/// Parses one dcgm-exporter text input and streams its rows to `sink`: `gpu_samples` batches of at
+/// most `ctx.batch_rows` rows as the held rows fill (see the module doc), `gpu_samples_extra`
+/// batches as they fill.
 pub fn parse(
     input: &mut dyn BufRead,
     ctx: &ParseContext,
@@ -59,9 +74,8 @@ pub fn parse(
     parser.finish(sink)
 }
 
-/// Samples that arrive already split into metric name, labels, value and time (Prometheus
-/// remote-write) land through the same series mapping and wide rows as text lines. Feed them in
-/// time order: the rows of a timestamp are complete once the time moves on.
+/// Samples that arrive already split into metric name, labels, values and times (Prometheus
+/// remote-write) land through the same series mapping and wide rows as text lines, in any order.
 pub struct SampleFeed<'c> {
     parser: Parser<'c>,
 }
@@ -73,15 +87,14 @@ impl<'c> SampleFeed<'c> {
         }
     }
 
-    /// One sample at `ts` (µs). `record` numbers it in the quarantine (such input has no lines);
-    /// a `__name__` among `labels` is ignored.
-    pub fn push(
+    /// The samples of one series as (value, µs) pairs. `record` numbers them in the quarantine
+    /// (such input has no lines); a `__name__` among `labels` is ignored.
+    pub fn push_series(
         &mut self,
         record: u64,
         metric: &str,
         labels: &[(String, String)],
-        value: f64,
-        ts: i64,
+        samples: impl IntoIterator<Item = (f64, i64)>,
         sink: &mut dyn Sink,
     ) -> Result<(), IngestError> {
         let parser = &mut self.parser;
@@ -90,29 +103,30 @@ impl<'c> SampleFeed<'c> {
             pairs: labels.to_vec(),
             abbreviated: false,
         };
-        let landed = match parser.series.resolve(scanned, b"") {
-            Ok(series) => {
-                let metric = parser.metrics.resolve(metric.as_bytes());
-                parser.land(
+        let series = parser.series.resolve(scanned, b"");
+        let metric_id = parser.metrics.resolve(metric.as_bytes());
+        for (value, ts) in samples {
+            let landed = match &series {
+                &Ok(series) => parser.land(
                     &Sample {
-                        metric,
+                        metric: metric_id,
                         series,
                         value,
                         ts,
                     },
                     sink,
-                )?
+                )?,
+                Err(error) => Err(error.clone()),
+            };
+            if let Err(error) = landed {
+                let labels: Vec<String> = labels
+                    .iter()
+                    .filter(|(name, _)| name != "__name__")
+                    .map(|(name, value)| format!("{name}={value:?}"))
+                    .collect();
+                let text = format!("{metric}{{{}}} {value} {}", labels.join(","), ts / 1000);
+                parser.reject(error, text.as_bytes(), sink)?;
             }
-            Err(error) => Err(error),
-        };
-        if let Err(error) = landed {
-            let labels: Vec<String> = labels
-                .iter()
-                .filter(|(name, _)| name != "__name__")
-                .map(|(name, value)| format!("{name}={value:?}"))
-                .collect();
-            let text = format!("{metric}{{{}}} {value} {}", labels.join(","), ts / 1000);
-            parser.reject(error, text.as_bytes(), sink)?;
         }
         Ok(())
     }
@@ -312,7 +326,11 @@ struct Series {
     extra_labels: Option<String>,
     /// Only series of a GPU (or MIG instance, vGPU) pivot into `gpu_samples`.
     is_gpu: bool,
-    /// The wide row this series fills at its latest timestamp: (ts, row index in `WideRows`).
+    /// The series whose wide rows this one fills: the first one met with the same columns and
+    /// labels JSON (`Hostname` and `hostname`, or a `device` label more or less, are one row).
+    row_series: usize,
+    /// The held wide row this series filled last: (ts, row index in `WideRows`). A series' cells
+    /// usually come together, and this spares the hash lookup.
     open_row: Option<(i64, usize)>,
     /// The label text the series was first met with.
     seen_as: Box<[u8]>,
@@ -368,6 +386,7 @@ impl Series {
             wide_labels: labels_json(&wide_labels),
             extra_labels: labels_json(&extra_labels),
             is_gpu,
+            row_series: usize::MAX,
             open_row: None,
             seen_as: seen_as.into(),
             successor: None,
@@ -391,7 +410,12 @@ fn labels_json(labels: &BTreeMap<&str, &str>) -> Option<String> {
 struct SeriesTable {
     by_text: foldhash::HashMap<Box<[u8]>, Result<usize, LineError>>,
     by_labels: foldhash::HashMap<Vec<(String, String)>, usize>,
+    /// The row series of each distinct (identity columns, labels JSON).
+    by_row: foldhash::HashMap<RowIdentity, usize>,
     list: Vec<Series>,
+    /// Per series, its (group, position) in the order of wide rows (see `rank`); valid for the
+    /// first `ranks.len()` series.
+    ranks: Vec<(u32, u32)>,
     default_cluster: String,
     /// Labels every series gets unless it has them (`ParseContext::labels`).
     target_labels: Vec<(String, String)>,
@@ -404,7 +428,9 @@ impl SeriesTable {
         Self {
             by_text: Default::default(),
             by_labels: Default::default(),
+            by_row: Default::default(),
             list: Vec::new(),
+            ranks: Vec::new(),
             default_cluster,
             target_labels,
             previous: None,
@@ -496,11 +522,57 @@ impl SeriesTable {
         if let Some(&series) = self.by_labels.get(&labels) {
             return Ok(series);
         }
-        let series = Series::new(&labels, &self.default_cluster, text)?;
+        let mut series = Series::new(&labels, &self.default_cluster, text)?;
         let id = self.list.len();
+        let identity = (series.identity.clone(), series.wide_labels.clone());
+        series.row_series = *self.by_row.entry(identity).or_insert(id);
         self.list.push(series);
         self.by_labels.insert(labels, id);
         Ok(id)
+    }
+
+    /// Ranks the series in the order of `gpu_samples` rows: the table's sort columns before `ts`
+    /// give the group (rows of one group are ordered by time, then by position), the other
+    /// identity columns and the labels the position, so that no two row series tie.
+    fn rank(&mut self) {
+        if self.ranks.len() == self.list.len() {
+            return;
+        }
+        let sort_columns = Table::GpuSamples.sort_columns();
+        let (ts, group_columns) = sort_columns.split_last().expect("gpu_samples sorts");
+        assert_eq!(*ts, "ts", "gpu_samples sorts by time last");
+        let group_positions: Vec<usize> = group_columns
+            .iter()
+            .map(|column| identity_position(column))
+            .collect();
+        let group_order = |a: &Series, b: &Series| {
+            group_positions
+                .iter()
+                .fold(std::cmp::Ordering::Equal, |order, &position| {
+                    order.then_with(|| compare_identity(a, b, position))
+                })
+        };
+        let mut order: Vec<usize> = (0..self.list.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (a, b) = (&self.list[a], &self.list[b]);
+            group_order(a, b)
+                .then_with(|| {
+                    (0..GPU_IDENTITY_COLUMNS.len()).fold(std::cmp::Ordering::Equal, |order, p| {
+                        order.then_with(|| compare_identity(a, b, p))
+                    })
+                })
+                .then_with(|| a.wide_labels.cmp(&b.wide_labels))
+        });
+        self.ranks = vec![(0, 0); self.list.len()];
+        let mut group = 0;
+        for (position, &series) in order.iter().enumerate() {
+            if position > 0
+                && group_order(&self.list[order[position - 1]], &self.list[series]).is_ne()
+            {
+                group += 1;
+            }
+            self.ranks[series] = (group, position as u32);
+        }
     }
 
     /// Documentation excerpts shorten repeated label sets as `{gpu="0",...,modelName="…",...}`:
@@ -521,6 +593,19 @@ impl SeriesTable {
                 "abbreviated label set ('...') matches several series seen before it",
             )),
         }
+    }
+}
+
+/// What makes two series land in the same wide rows.
+type RowIdentity = ([Option<String>; GPU_IDENTITY_COLUMNS.len()], Option<String>);
+
+/// Two series by one identity column, as the column sorts: integers for the numeric ones, text
+/// for the others, absent values first.
+fn compare_identity(a: &Series, b: &Series, position: usize) -> std::cmp::Ordering {
+    match GPU_IDENTITY_COLUMNS[position] {
+        "gpu_index" => a.gpu_index.cmp(&b.gpu_index),
+        "mig_instance" => a.mig_instance.cmp(&b.mig_instance),
+        _ => a.identity[position].cmp(&b.identity[position]),
     }
 }
 
@@ -780,9 +865,16 @@ fn is_blank(value: f64) -> bool {
 /// they get here, so it never stands for a reading.
 struct WideRows {
     ts: Vec<i64>,
+    /// The row series of each row.
     series: Vec<usize>,
     /// One column per `DCGM_FIELDS` entry.
     values: Vec<Vec<f64>>,
+    /// (row series, ts) → row: every cell of a series at one time finds the same row, whatever
+    /// order the cells come in.
+    rows: foldhash::HashMap<(u32, i64), u32>,
+    /// Rows opened at the time of the latest opened row since that time began: the size of the
+    /// scrape being read, in scrape-grouped input.
+    run: usize,
 }
 
 impl WideRows {
@@ -791,6 +883,8 @@ impl WideRows {
             ts: Vec::new(),
             series: Vec::new(),
             values: vec![Vec::new(); DCGM_FIELDS.len()],
+            rows: Default::default(),
+            run: 0,
         }
     }
 
@@ -802,26 +896,58 @@ impl WideRows {
         self.ts.is_empty()
     }
 
+    fn find(&self, series: usize, ts: i64) -> Option<usize> {
+        self.rows.get(&(series as u32, ts)).map(|&row| row as usize)
+    }
+
+    /// Whether the rows held must go before a row at `ts` opens: once a new time begins and a
+    /// scrape as large as the last one would not fit in `batch_rows`, or at twice `batch_rows`
+    /// whatever the time (one scrape larger than a batch, or input in no time order).
+    fn full_before(&self, ts: i64, batch_rows: usize) -> bool {
+        let held = self.len();
+        let new_time = self.ts.last() != Some(&ts);
+        held >= 2 * batch_rows || (new_time && held + self.run > batch_rows)
+    }
+
     fn push_row(&mut self, ts: i64, series: usize) -> usize {
+        self.run = if self.ts.last() == Some(&ts) {
+            self.run + 1
+        } else {
+            1
+        };
+        let row = self.ts.len();
         self.ts.push(ts);
         self.series.push(series);
         for column in &mut self.values {
             column.push(f64::NAN);
         }
-        self.ts.len() - 1
+        self.rows.insert((series as u32, ts), row as u32);
+        row
     }
 
-    /// The first `n` rows as a `gpu_samples` batch.
-    fn batch(&self, n: usize, series: &[Series]) -> Result<RecordBatch, ArrowError> {
+    /// The held rows in the order of the table: by the group rank of their series, time, and the
+    /// position of their series (`SeriesTable::rank`).
+    fn sorted(&self, ranks: &[(u32, u32)]) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.len() as u32).collect();
+        order.sort_unstable_by_key(|&row| {
+            let (group, position) = ranks[self.series[row as usize]];
+            (group, self.ts[row as usize], position)
+        });
+        order
+    }
+
+    /// The rows `order` lists, in that order, as a `gpu_samples` batch.
+    fn batch(&self, order: &[u32], series: &[Series]) -> Result<RecordBatch, ArrowError> {
         let schema = Table::GpuSamples.schema();
-        let rows = || self.series[..n].iter().map(|&id| &series[id]);
+        let rows = || order.iter().map(|&row| &series[self.series[row as usize]]);
         let columns = schema
             .fields()
             .iter()
             .map(|field| -> ArrayRef {
                 let name = field.name().as_str();
                 if name == "ts" {
-                    return timestamps(&self.ts[..n]);
+                    let ts: Vec<i64> = order.iter().map(|&row| self.ts[row as usize]).collect();
+                    return timestamps(ts);
                 }
                 if name == "labels" {
                     return Arc::new(
@@ -831,12 +957,18 @@ impl WideRows {
                     );
                 }
                 match DCGM_FIELDS.iter().position(|(_, column)| *column == name) {
-                    Some(column) => Arc::new(
-                        self.values[column][..n]
-                            .iter()
-                            .map(|&value| (!value.is_nan()).then_some(value))
-                            .collect::<Float64Array>(),
-                    ),
+                    Some(column) => {
+                        let values = &self.values[column];
+                        Arc::new(
+                            order
+                                .iter()
+                                .map(|&row| {
+                                    let value = values[row as usize];
+                                    (!value.is_nan()).then_some(value)
+                                })
+                                .collect::<Float64Array>(),
+                        )
+                    }
                     None => identity_array(name, rows()),
                 }
             })
@@ -844,12 +976,14 @@ impl WideRows {
         RecordBatch::try_new(schema, columns)
     }
 
-    fn drain_front(&mut self, n: usize) {
-        self.ts.drain(..n);
-        self.series.drain(..n);
+    fn clear(&mut self) {
+        self.ts.clear();
+        self.series.clear();
         for column in &mut self.values {
-            column.drain(..n);
+            column.clear();
         }
+        self.rows.clear();
+        self.run = 0;
     }
 }
 
@@ -860,7 +994,11 @@ struct ExtraRows {
     series: Vec<usize>,
     metric: Vec<usize>,
     value: Vec<f64>,
-    /// Latest timestamp per (series, metric), to reject a second sample at the same time.
+    /// (series, metric, ts) of the held rows, to reject a second sample at the same time in any
+    /// order.
+    held: foldhash::HashSet<(u32, u32, i64)>,
+    /// Latest timestamp per (series, metric): also catches a second sample that follows its first
+    /// across an emitted batch.
     latest: foldhash::HashMap<(usize, usize), i64>,
 }
 
@@ -870,7 +1008,11 @@ impl ExtraRows {
             .latest
             .entry((sample.series, sample.metric.id))
             .or_insert(i64::MIN);
-        if *latest == sample.ts {
+        if *latest == sample.ts
+            || !self
+                .held
+                .insert((sample.series as u32, sample.metric.id as u32, sample.ts))
+        {
             return Err(Duplicate);
         }
         *latest = sample.ts;
@@ -889,7 +1031,7 @@ impl ExtraRows {
             .iter()
             .map(|field| -> ArrayRef {
                 match field.name().as_str() {
-                    "ts" => timestamps(&self.ts),
+                    "ts" => timestamps(self.ts.clone()),
                     "metric" => Arc::new(
                         self.metric
                             .iter()
@@ -914,13 +1056,14 @@ impl ExtraRows {
         self.series.clear();
         self.metric.clear();
         self.value.clear();
+        self.held.clear();
     }
 }
 
 struct Duplicate;
 
-fn timestamps(micros: &[i64]) -> ArrayRef {
-    Arc::new(TimestampMicrosecondArray::from(micros.to_vec()).with_timezone("UTC"))
+fn timestamps(micros: Vec<i64>) -> ArrayRef {
+    Arc::new(TimestampMicrosecondArray::from(micros).with_timezone("UTC"))
 }
 
 fn identity_array<'a>(column: &str, rows: impl Iterator<Item = &'a Series>) -> ArrayRef {
@@ -955,7 +1098,6 @@ struct Parser<'c> {
     stats: DcgmStats,
     /// A sample line was seen: from then on a broken line is rejected, not taken as a wrong format.
     seen_sample_line: bool,
-    last_ts: Option<i64>,
     metrics: MetricTable,
     series: SeriesTable,
     wide: WideRows,
@@ -975,7 +1117,6 @@ impl<'c> Parser<'c> {
             line_number: 0,
             stats: DcgmStats::default(),
             seen_sample_line: false,
-            last_ts: None,
             metrics: MetricTable::default(),
             series: SeriesTable::new(cluster, ctx.labels.clone()),
             wide: WideRows::new(),
@@ -1026,22 +1167,18 @@ impl<'c> Parser<'c> {
         }
     }
 
-    /// Lands one sample, however it was read: completes the rows held when the time moves on,
-    /// drops blanks, and refuses a second value for the same cell (the caller rejects it).
+    /// Lands one sample, however it was read: drops blanks, and refuses a second value for the
+    /// same cell (the caller rejects it).
     fn land(
         &mut self,
         sample: &Sample,
         sink: &mut dyn Sink,
     ) -> Result<Result<(), LineError>, IngestError> {
-        if self.last_ts != Some(sample.ts) {
-            self.emit_complete_rows(sink)?;
-            self.last_ts = Some(sample.ts);
-        }
         if is_blank(sample.value) {
             self.stats.sentinels_dropped += 1;
             return Ok(Ok(()));
         }
-        if self.record(sample).is_err() {
+        if self.record(sample, sink)?.is_err() {
             let metric = &self.metrics.names[sample.metric.id];
             return Ok(Err(LineError::new(
                 metric,
@@ -1077,47 +1214,54 @@ impl<'c> Parser<'c> {
         })
     }
 
-    /// Puts a sample in its wide row (GPU series of a known field) or in the long table.
-    fn record(&mut self, sample: &Sample) -> Result<(), Duplicate> {
-        let series = &mut self.series.list[sample.series];
+    /// Puts a sample in its wide row (GPU series of a known field) or in the long table; emits
+    /// the held rows first when a new row would overfill them.
+    fn record(
+        &mut self,
+        sample: &Sample,
+        sink: &mut dyn Sink,
+    ) -> Result<Result<(), Duplicate>, IngestError> {
+        let series = &self.series.list[sample.series];
         let (Some(column), true) = (sample.metric.column, series.is_gpu) else {
-            return self.extra.push(sample);
+            return Ok(self.extra.push(sample));
         };
-        let row = match series.open_row {
-            Some((ts, row)) if ts == sample.ts => row,
-            _ => {
-                let row = self.wide.push_row(sample.ts, sample.series);
-                series.open_row = Some((sample.ts, row));
-                row
+        let row_series = series.row_series;
+        let held = match series.open_row {
+            Some((ts, row)) if ts == sample.ts => Some(row),
+            _ => self.wide.find(row_series, sample.ts),
+        };
+        let row = match held {
+            Some(row) => row,
+            None => {
+                if self.wide.full_before(sample.ts, self.batch_rows) {
+                    self.emit_wide(sink)?;
+                }
+                self.wide.push_row(sample.ts, row_series)
             }
         };
+        self.series.list[sample.series].open_row = Some((sample.ts, row));
         let cell = &mut self.wide.values[column][row];
         if !cell.is_nan() {
-            return Err(Duplicate);
+            return Ok(Err(Duplicate));
         }
         *cell = sample.value;
-        Ok(())
+        Ok(Ok(()))
     }
 
-    /// Called when the timestamp moves on: the rows held so far are complete, so full batches go.
-    fn emit_complete_rows(&mut self, sink: &mut dyn Sink) -> Result<(), IngestError> {
-        while self.wide.len() >= self.batch_rows {
-            self.emit_wide(self.batch_rows, sink)?;
+    /// Emits every held row, sorted, in batches of at most `batch_rows`.
+    fn emit_wide(&mut self, sink: &mut dyn Sink) -> Result<(), IngestError> {
+        self.series.rank();
+        let order = self.wide.sorted(&self.series.ranks);
+        for rows in order.chunks(self.batch_rows) {
+            let batch = self.wide.batch(rows, &self.series.list)?;
+            self.stats.rows_wide += rows.len() as u64;
+            sink.accept(Table::GpuSamples, batch)?;
         }
-        Ok(())
-    }
-
-    fn emit_wide(&mut self, n: usize, sink: &mut dyn Sink) -> Result<(), IngestError> {
-        let batch = self.wide.batch(n, &self.series.list)?;
-        self.wide.drain_front(n);
+        self.wide.clear();
         for series in &mut self.series.list {
-            series.open_row = match series.open_row {
-                Some((ts, row)) if row >= n => Some((ts, row - n)),
-                _ => None,
-            };
+            series.open_row = None;
         }
-        self.stats.rows_wide += n as u64;
-        sink.accept(Table::GpuSamples, batch)
+        Ok(())
     }
 
     fn emit_extra(&mut self, sink: &mut dyn Sink) -> Result<(), IngestError> {
@@ -1128,8 +1272,8 @@ impl<'c> Parser<'c> {
     }
 
     fn finish(mut self, sink: &mut dyn Sink) -> Result<DcgmStats, IngestError> {
-        while !self.wide.is_empty() {
-            self.emit_wide(self.wide.len().min(self.batch_rows), sink)?;
+        if !self.wide.is_empty() {
+            self.emit_wide(sink)?;
         }
         if !self.extra.ts.is_empty() {
             self.emit_extra(sink)?;

@@ -59,9 +59,9 @@ pub struct RemoteWriteStats {
     pub dcgm: DcgmStats,
 }
 
-/// Decodes one remote-write body and streams its DCGM samples to `sink` in time order (a wide
-/// row gathers every field of a GPU at one timestamp, whichever series they came in). A bad
-/// sample is rejected with its series' 1-based position in the request as its line.
+/// Decodes one remote-write body and streams its DCGM samples to `sink` series by series (a wide
+/// row gathers every field of a GPU at one timestamp, whichever series and order they came in).
+/// A bad sample is rejected with its series' 1-based position in the request as its line.
 pub fn parse(
     input: &mut dyn BufRead,
     ctx: &ParseContext,
@@ -92,9 +92,7 @@ pub fn parse(
     })?;
 
     let mut stats = RemoteWriteStats::default();
-    // Per DCGM series: its position, name and labels; then every sample as (µs, series, sample).
-    let mut series = Vec::new();
-    let mut order = Vec::new();
+    let mut feed = dcgm::SampleFeed::new(ctx);
     for (position, timeseries) in request.timeseries.iter().enumerate() {
         stats.samples += timeseries.samples.len() as u64;
         let name = timeseries
@@ -112,17 +110,11 @@ pub fn parse(
             .iter()
             .map(|label| (label.name.clone(), label.value.clone()))
             .collect();
-        for (at, sample) in timeseries.samples.iter().enumerate() {
-            order.push((sample.timestamp.saturating_mul(1000), series.len(), at));
-        }
-        series.push((position as u64 + 1, name, labels, &timeseries.samples));
-    }
-    // Stable: within a timestamp, the request's order of series.
-    order.sort_by_key(|&(ts, ..)| ts);
-    let mut feed = dcgm::SampleFeed::new(ctx);
-    for (ts, index, at) in order {
-        let (record, name, labels, samples) = &series[index];
-        feed.push(*record, name, labels, samples[at].value, ts, sink)?;
+        let samples = timeseries
+            .samples
+            .iter()
+            .map(|sample| (sample.value, sample.timestamp.saturating_mul(1000)));
+        feed.push_series(position as u64 + 1, name, &labels, samples, sink)?;
     }
     stats.dcgm = feed.finish(sink)?;
     Ok(stats)

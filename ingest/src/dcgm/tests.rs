@@ -179,20 +179,21 @@ fn viettel_excerpt_expands_its_abbreviated_label_sets() {
     };
     assert!(sink.rejections.is_empty(), "{:?}", sink.rejections);
     assert_eq!(stats, self::stats(20, 20, 2, 0));
+    // Rows in the table's sort order: GPU 1's UUID sorts first.
     let rows = sink.table(Table::GpuSamples);
-    assert_eq!(ints(&rows, "gpu_index"), vec![Some(0), Some(1)]);
+    assert_eq!(ints(&rows, "gpu_index"), vec![Some(1), Some(0)]);
     assert_eq!(
         strings(&rows, "gpu_uuid"),
         vec![
-            Some("GPU-a8affe7e-7930-ae20-3fc6-4b0edf3ebbf3".into()),
-            Some("GPU-72ad4d20-cfed-f08d-c894-f620962ca3e4".into())
+            Some("GPU-72ad4d20-cfed-f08d-c894-f620962ca3e4".into()),
+            Some("GPU-a8affe7e-7930-ae20-3fc6-4b0edf3ebbf3".into())
         ]
     );
     assert_eq!(
         strings(&rows, "pci_bus_id"),
         vec![
-            Some("00000000:0D:00.0".into()),
-            Some("00000000:B4:00.0".into())
+            Some("00000000:B4:00.0".into()),
+            Some("00000000:0D:00.0".into())
         ]
     );
     assert_eq!(strings(&rows, "node"), vec![Some("ubuntu-sv16".into()); 2]);
@@ -200,7 +201,7 @@ fn viettel_excerpt_expands_its_abbreviated_label_sets() {
         strings(&rows, "driver_version"),
         vec![Some("580.126.09".into()); 2]
     );
-    assert_eq!(floats(&rows, "power_w"), vec![Some(34.156), Some(34.164)]);
+    assert_eq!(floats(&rows, "power_w"), vec![Some(34.164), Some(34.156)]);
     assert_eq!(floats(&rows, "fb_free_mib"), vec![Some(45457.0); 2]);
     assert_eq!(values_per_row(&rows), vec![10, 10]);
 }
@@ -572,20 +573,20 @@ fn per_sample_timestamps_give_a_row_per_scrape() {
     let (sink, stats) = run(&text);
     assert_eq!(stats, self::stats(8, 8, 4, 0));
     let rows = sink.table(Table::GpuSamples);
-    // 2026-01-01T10:00:00Z and 15 s later, in µs.
+    // 2026-01-01T10:00:00Z and 15 s later, in µs; rows in the table's sort order (GPU, then time).
     let t0 = 1_767_261_600_000_000;
-    assert_eq!(times(&rows), vec![t0, t0, t0 + 15_000_000, t0 + 15_000_000]);
+    assert_eq!(times(&rows), vec![t0, t0 + 15_000_000, t0, t0 + 15_000_000]);
     assert_eq!(
         ints(&rows, "gpu_index"),
-        vec![Some(0), Some(1), Some(0), Some(1)]
+        vec![Some(0), Some(0), Some(1), Some(1)]
     );
     assert_eq!(
         floats(&rows, "gpu_util"),
-        vec![Some(10.0), Some(20.0), Some(11.0), Some(21.0)]
+        vec![Some(10.0), Some(11.0), Some(20.0), Some(21.0)]
     );
     assert_eq!(
         floats(&rows, "fb_used_mib"),
-        vec![Some(100.0), Some(200.0), Some(101.0), Some(201.0)]
+        vec![Some(100.0), Some(101.0), Some(200.0), Some(201.0)]
     );
 }
 
@@ -645,16 +646,17 @@ fn target_labels_fill_in_what_a_series_lacks_and_never_override_it() {
     ];
     let (sink, _) = run_with(text, &ctx);
     let rows = sink.table(Table::GpuSamples);
-    // A `cluster` target label fills the identity column; the second series names its own.
+    // A `cluster` target label fills the identity column; the second series names its own (and
+    // sorts first).
     assert_eq!(
         strings(&rows, "cluster"),
-        vec![Some("lab".into()), Some("eu-1".into())]
+        vec![Some("eu-1".into()), Some("lab".into())]
     );
     assert_eq!(
         strings(&rows, "labels"),
         vec![
-            Some(r#"{"rack":"r1"}"#.into()),
-            Some(r#"{"rack":"r7"}"#.into())
+            Some(r#"{"rack":"r7"}"#.into()),
+            Some(r#"{"rack":"r1"}"#.into())
         ]
     );
 }
@@ -669,37 +671,38 @@ fn unknown_labels_go_to_the_labels_json_and_identity_labels_to_columns() {
     let (sink, stats) = run(text);
     assert!(sink.rejections.is_empty(), "{:?}", sink.rejections);
     assert_eq!(stats, self::stats(2, 2, 2, 0));
+    // Rows in the table's sort order: the default cluster sorts first.
     let rows = sink.table(Table::GpuSamples);
     assert_eq!(
         strings(&rows, "cluster"),
-        vec![Some("eu-1".into()), Some("default".into())]
+        vec![Some("default".into()), Some("eu-1".into())]
     );
     assert_eq!(
         strings(&rows, "gpu_uuid"),
-        vec![Some("GPU-aaaa".into()), Some("GPU-bbbb".into())]
+        vec![Some("GPU-bbbb".into()), Some("GPU-aaaa".into())]
     );
     assert_eq!(
         strings(&rows, "namespace"),
-        vec![Some("llm".into()), Some("batch".into())]
+        vec![Some("batch".into()), Some("llm".into())]
     );
     assert_eq!(
         strings(&rows, "pod"),
-        vec![Some("vllm-0".into()), Some("etl-7".into())]
+        vec![Some("etl-7".into()), Some("vllm-0".into())]
     );
     assert_eq!(
         strings(&rows, "container"),
-        vec![Some("vllm".into()), Some("etl".into())]
+        vec![Some("etl".into()), Some("vllm".into())]
     );
-    assert_eq!(strings(&rows, "vgpu"), vec![None, Some("1".into())]);
-    assert_eq!(strings(&rows, "hpc_job"), vec![None, Some("4242".into())]);
+    assert_eq!(strings(&rows, "vgpu"), vec![Some("1".into()), None]);
+    assert_eq!(strings(&rows, "hpc_job"), vec![Some("4242".into()), None]);
     assert_eq!(
         strings(&rows, "labels"),
         vec![
-            Some(r#"{"app_kubernetes_io_name":"vllm","dra_claim_name":"gpu-claim"}"#.into()),
-            None
+            None,
+            Some(r#"{"app_kubernetes_io_name":"vllm","dra_claim_name":"gpu-claim"}"#.into())
         ]
     );
-    assert_eq!(floats(&rows, "sm_active"), vec![Some(0.5), Some(0.25)]);
+    assert_eq!(floats(&rows, "sm_active"), vec![Some(0.25), Some(0.5)]);
 }
 
 #[test]
@@ -892,13 +895,14 @@ fn batches_are_emitted_as_rows_complete() {
         batch_sizes(&sink),
         vec![(extra, 4), (wide, 4), (wide, 2), (extra, 2)]
     );
+    // Each batch in the table's sort order: the first holds both GPUs at two times.
     let rows = sink.table(wide);
     assert_eq!(
         floats(&rows, "gpu_util"),
         vec![
             Some(0.0),
-            Some(0.0),
             Some(1.0),
+            Some(0.0),
             Some(1.0),
             Some(2.0),
             Some(2.0)
@@ -990,12 +994,13 @@ fn a_byte_order_mark_crlf_line_ends_and_extra_blanks_are_accepted() {
     assert!(sink.rejections.is_empty(), "{:?}", sink.rejections);
     assert_eq!(stats, self::stats(3, 2, 2, 0));
     let rows = sink.table(Table::GpuSamples);
+    // In time order: the timestamped sample is older than the untimestamped one's `at`.
     assert_eq!(
         times(&rows),
-        vec![at().timestamp_micros(), 1_767_261_600_000_000]
+        vec![1_767_261_600_000_000, at().timestamp_micros()]
     );
-    assert_eq!(floats(&rows, "gpu_util"), vec![Some(64.0), None]);
-    assert_eq!(floats(&rows, "fb_used_mib"), vec![None, Some(1024.0)]);
+    assert_eq!(floats(&rows, "gpu_util"), vec![None, Some(64.0)]);
+    assert_eq!(floats(&rows, "fb_used_mib"), vec![Some(1024.0), None]);
 }
 
 #[test]
@@ -1020,4 +1025,481 @@ fn lines_split_across_reads_parse_the_same() {
         floats(&sink.table(Table::GpuSamples), "pcie_rx_bytes_per_s"),
         vec![Some(17544.0)]
     );
+}
+
+// ---- input order ----
+
+/// The three scrapes of `fleet`, 30 s apart (2026-01-01T10:00:00Z on), in ms.
+pub(crate) const FLEET_MS: [i64; 3] = [1_767_261_600_000, 1_767_261_630_000, 1_767_261_660_000];
+
+/// One metric family of one series over the three scrapes: a remote-write time series.
+pub(crate) struct FleetSeries {
+    pub labels: Vec<(&'static str, &'static str)>,
+    pub metric: &'static str,
+    pub values: [&'static str; 3],
+}
+
+const UTIL: &str = "DCGM_FI_DEV_GPU_UTIL";
+const POWER: &str = "DCGM_FI_DEV_POWER_USAGE";
+const XID: &str = "DCGM_FI_DEV_XID_ERRORS";
+const GR: &str = "DCGM_FI_PROF_GR_ENGINE_ACTIVE";
+const SM: &str = "DCGM_FI_PROF_SM_ACTIVE";
+/// The order dcgm-exporter prints the families of `fleet` in.
+const FLEET_FAMILIES: [&str; 5] = [UTIL, POWER, XID, GR, SM];
+
+/// 2 nodes × 2 GPUs; GPU 1 of n2 is split into two 3g.40gb MIG instances, each with its pod
+/// (the GPU itself reports power and XID, the instances their activity). Six series, listed in
+/// no sorted order, 63 samples: 3 plain GPUs × 5 families × 3 scrapes, the MIG GPU 2 × 3, its
+/// instances 2 × 2 × 3.
+pub(crate) fn fleet() -> Vec<FleetSeries> {
+    let gpu = |node: &'static str, index: &'static str, uuid: &'static str| {
+        vec![
+            ("gpu", index),
+            ("UUID", uuid),
+            ("device", if index == "0" { "nvidia0" } else { "nvidia1" }),
+            ("modelName", "NVIDIA A100-SXM4-80GB"),
+            ("Hostname", node),
+        ]
+    };
+    let instance = |id: &'static str, pod: &'static str| {
+        let mut labels = gpu("n2", "1", "GPU-2b");
+        labels.extend([
+            ("GPU_I_PROFILE", "3g.40gb"),
+            ("GPU_I_ID", id),
+            ("namespace", "ml"),
+            ("pod", pod),
+        ]);
+        labels
+    };
+    let plain = [
+        (
+            gpu("n2", "0", "GPU-2a"),
+            [
+                ["99", "98", "0"],
+                ["650.000000", "640.000000", "60.000000"],
+                ["0", "0", "79"],
+                ["0.950000", "0.940000", "0.000000"],
+                ["0.900000", "0.890000", "0.000000"],
+            ],
+        ),
+        (
+            gpu("n1", "1", "GPU-1b"),
+            [
+                ["14", "14", "15"],
+                ["75.250000", "75.500000", "75.750000"],
+                ["0", "0", "0"],
+                ["0.030000", "0.030000", "0.040000"],
+                ["0.020000", "0.020000", "0.030000"],
+            ],
+        ),
+        (
+            gpu("n1", "0", "GPU-1a"),
+            [
+                ["70", "72", "74"],
+                ["300.500000", "301.500000", "302.500000"],
+                ["0", "0", "0"],
+                ["0.600000", "0.620000", "0.640000"],
+                ["0.500000", "0.520000", "0.540000"],
+            ],
+        ),
+    ];
+    let mut fleet = Vec::new();
+    for (labels, values) in plain {
+        for (metric, values) in FLEET_FAMILIES.into_iter().zip(values) {
+            fleet.push(FleetSeries {
+                labels: labels.clone(),
+                metric,
+                values,
+            });
+        }
+    }
+    let mig_gpu = gpu("n2", "1", "GPU-2b");
+    fleet.push(FleetSeries {
+        labels: mig_gpu.clone(),
+        metric: POWER,
+        values: ["400.000000", "401.000000", "402.000000"],
+    });
+    fleet.push(FleetSeries {
+        labels: mig_gpu,
+        metric: XID,
+        values: ["0", "0", "0"],
+    });
+    for (labels, gr, sm) in [
+        (
+            instance("2", "infer-1"),
+            ["0.010000", "0.010000", "0.010000"],
+            ["0.000000", "0.000000", "0.000000"],
+        ),
+        (
+            instance("1", "train-0"),
+            ["0.750000", "0.760000", "0.770000"],
+            ["0.700000", "0.710000", "0.720000"],
+        ),
+    ] {
+        fleet.push(FleetSeries {
+            labels: labels.clone(),
+            metric: GR,
+            values: gr,
+        });
+        fleet.push(FleetSeries {
+            labels,
+            metric: SM,
+            values: sm,
+        });
+    }
+    fleet
+}
+
+fn fleet_line(series: &FleetSeries, scrape: usize) -> String {
+    let labels: Vec<String> = series
+        .labels
+        .iter()
+        .map(|(name, value)| format!("{name}=\"{value}\""))
+        .collect();
+    format!(
+        "{}{{{}}} {} {}\n",
+        series.metric,
+        labels.join(","),
+        series.values[scrape],
+        FLEET_MS[scrape]
+    )
+}
+
+/// One exposition per scrape, each family once in it.
+pub(crate) fn fleet_scrape_grouped() -> String {
+    let fleet = fleet();
+    let mut text = String::new();
+    for scrape in 0..FLEET_MS.len() {
+        for family in FLEET_FAMILIES {
+            text += &format!("# TYPE {family} gauge\n");
+            for series in fleet.iter().filter(|s| s.metric == family) {
+                text += &fleet_line(series, scrape);
+            }
+        }
+    }
+    text
+}
+
+/// Each family once, with every scrape's samples.
+fn fleet_family_grouped() -> String {
+    let fleet = fleet();
+    let mut text = String::new();
+    for family in FLEET_FAMILIES {
+        text += &format!("# TYPE {family} gauge\n");
+        for scrape in 0..FLEET_MS.len() {
+            for series in fleet.iter().filter(|s| s.metric == family) {
+                text += &fleet_line(series, scrape);
+            }
+        }
+    }
+    text
+}
+
+/// The sample lines of `text` in an order drawn from `seed` (Fisher–Yates).
+fn shuffled(text: &str, seed: u64) -> String {
+    let mut lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    for i in (1..lines.len()).rev() {
+        let j = (gpuledger_demo::noise::mix(seed ^ i as u64) % (i as u64 + 1)) as usize;
+        lines.swap(i, j);
+    }
+    lines.iter().map(|line| format!("{line}\n")).collect()
+}
+
+pub(crate) fn fleet_context() -> ParseContext {
+    let mut ctx = context();
+    ctx.cluster = Some("lab".into());
+    ctx
+}
+
+pub(crate) fn wide_batches(sink: &CollectSink) -> Vec<RecordBatch> {
+    sink.batches
+        .iter()
+        .filter(|(table, _)| *table == Table::GpuSamples)
+        .map(|(_, batch)| batch.clone())
+        .collect()
+}
+
+/// The rows of `fleet`, worked out by hand: one per series and scrape (6 × 3), in the table's
+/// sort order (node, GPU UUID, MIG instance, time), whatever order the samples came in.
+pub(crate) fn assert_fleet_rows(rows: &RecordBatch) {
+    assert_eq!(rows.num_rows(), 18);
+    let t: Vec<i64> = FLEET_MS.iter().map(|ms| ms * 1000).collect();
+    assert_eq!(times(rows), t.repeat(6));
+    let each3 = |values: &[&str]| -> Vec<Option<String>> {
+        values
+            .iter()
+            .flat_map(|v| std::iter::repeat_n((!v.is_empty()).then(|| v.to_string()), 3))
+            .collect()
+    };
+    assert_eq!(strings(rows, "cluster"), each3(&["lab"; 6]));
+    assert_eq!(
+        strings(rows, "node"),
+        each3(&["n1", "n1", "n2", "n2", "n2", "n2"])
+    );
+    assert_eq!(
+        strings(rows, "gpu_uuid"),
+        each3(&["GPU-1a", "GPU-1b", "GPU-2a", "GPU-2b", "GPU-2b", "GPU-2b"])
+    );
+    assert_eq!(
+        ints(rows, "mig_instance"),
+        [None, None, None, None, Some(1), Some(2)]
+            .iter()
+            .flat_map(|&v| [v; 3])
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        strings(rows, "pod"),
+        each3(&["", "", "", "", "train-0", "infer-1"])
+    );
+    let none = [None; 3];
+    let column = |parts: [[Option<f64>; 3]; 6]| parts.concat();
+    assert_eq!(
+        floats(rows, "gpu_util"),
+        column([
+            [Some(70.0), Some(72.0), Some(74.0)],
+            [Some(14.0), Some(14.0), Some(15.0)],
+            [Some(99.0), Some(98.0), Some(0.0)],
+            none,
+            none,
+            none,
+        ])
+    );
+    assert_eq!(
+        floats(rows, "power_w"),
+        column([
+            [Some(300.5), Some(301.5), Some(302.5)],
+            [Some(75.25), Some(75.5), Some(75.75)],
+            [Some(650.0), Some(640.0), Some(60.0)],
+            [Some(400.0), Some(401.0), Some(402.0)],
+            none,
+            none,
+        ])
+    );
+    assert_eq!(
+        floats(rows, "xid_last"),
+        column([
+            [Some(0.0); 3],
+            [Some(0.0); 3],
+            [Some(0.0), Some(0.0), Some(79.0)],
+            [Some(0.0); 3],
+            none,
+            none,
+        ])
+    );
+    assert_eq!(
+        floats(rows, "gr_engine_active"),
+        column([
+            [Some(0.6), Some(0.62), Some(0.64)],
+            [Some(0.03), Some(0.03), Some(0.04)],
+            [Some(0.95), Some(0.94), Some(0.0)],
+            none,
+            [Some(0.75), Some(0.76), Some(0.77)],
+            [Some(0.01); 3],
+        ])
+    );
+    assert_eq!(
+        floats(rows, "sm_active"),
+        column([
+            [Some(0.5), Some(0.52), Some(0.54)],
+            [Some(0.02), Some(0.02), Some(0.03)],
+            [Some(0.9), Some(0.89), Some(0.0)],
+            none,
+            [Some(0.7), Some(0.71), Some(0.72)],
+            [Some(0.0); 3],
+        ])
+    );
+    // 9 × 5 + 9 × 2 = 63 cells: every sample once.
+    assert_eq!(values_per_row(rows), [vec![5; 9], vec![2; 9]].concat());
+}
+
+#[test]
+fn the_same_samples_in_any_order_land_the_same_rows() {
+    let ctx = fleet_context();
+    let (scrape, stats) = run_with(&fleet_scrape_grouped(), &ctx);
+    assert!(scrape.rejections.is_empty(), "{:?}", scrape.rejections);
+    assert_eq!(
+        (stats.samples, stats.rows_wide, stats.rows_extra),
+        (63, 18, 0)
+    );
+    let expected = wide_batches(&scrape);
+    assert_eq!(expected.len(), 1);
+    assert_fleet_rows(&expected[0]);
+    let family = fleet_family_grouped();
+    for (shape, text) in [
+        ("family-grouped", family.clone()),
+        ("shuffled", shuffled(&family, 14)),
+        ("shuffled again", shuffled(&family, 1_767_261_600)),
+    ] {
+        let (sink, stats) = run_with(&text, &ctx);
+        assert!(sink.rejections.is_empty(), "{shape}: {:?}", sink.rejections);
+        assert_eq!((stats.samples, stats.rows_wide), (63, 18), "{shape}");
+        assert_eq!(wide_batches(&sink), expected, "{shape}");
+    }
+}
+
+#[test]
+fn a_tiny_batch_size_loses_and_repeats_no_sample() {
+    let mut ctx = fleet_context();
+    ctx.batch_rows = 4;
+    for (shape, text) in [
+        ("scrape-grouped", fleet_scrape_grouped()),
+        ("family-grouped", fleet_family_grouped()),
+        ("shuffled", shuffled(&fleet_scrape_grouped(), 7)),
+    ] {
+        let (sink, stats) = run_with(&text, &ctx);
+        assert!(sink.rejections.is_empty(), "{shape}: {:?}", sink.rejections);
+        let batches = wide_batches(&sink);
+        assert!(batches.iter().all(|b| b.num_rows() <= 4), "{shape}");
+        assert_eq!(stats.rows_wide as usize, sink.rows(Table::GpuSamples));
+        // Every (series, time, field) cell exactly once: 63 cells over 18 (series, time) keys,
+        // in as many rows as the batches split them into.
+        let mut cells = BTreeSet::new();
+        let mut keys = BTreeSet::new();
+        for batch in &batches {
+            let (uuid, mig, ts) = (
+                strings(batch, "gpu_uuid"),
+                ints(batch, "mig_instance"),
+                times(batch),
+            );
+            for row in 0..batch.num_rows() {
+                let key = (uuid[row].clone(), mig[row], ts[row]);
+                keys.insert(key.clone());
+                for (_, column) in DCGM_FIELDS {
+                    if batch.column_by_name(column).unwrap().is_valid(row) {
+                        assert!(
+                            cells.insert((key.clone(), *column)),
+                            "{shape}: {key:?} {column}"
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!((cells.len(), keys.len()), (63, 18), "{shape}");
+    }
+    // Scrape by scrape, a scrape's rows are complete before the next one starts: 6 rows per
+    // scrape do not fit in 4, so each scrape is emitted alone, in batches of 4 and 2.
+    let (sink, _) = run_with(&fleet_scrape_grouped(), &ctx);
+    let sizes: Vec<usize> = wide_batches(&sink).iter().map(|b| b.num_rows()).collect();
+    assert_eq!(sizes, [4, 2, 4, 2, 4, 2]);
+}
+
+#[test]
+fn a_duplicate_is_rejected_whatever_comes_between() {
+    let text = format!(
+        "DCGM_FI_DEV_GPU_UTIL{{{GPU0}}} 10 1767261600000\n\
+         DCGM_EXP_XID_ERRORS_COUNT{{{GPU0}}} 1 1767261600000\n\
+         DCGM_FI_DEV_GPU_UTIL{{{GPU0}}} 11 1767261615000\n\
+         DCGM_EXP_XID_ERRORS_COUNT{{{GPU0}}} 1 1767261615000\n\
+         DCGM_FI_DEV_GPU_UTIL{{{GPU1}}} 20 1767261600000\n\
+         DCGM_FI_DEV_GPU_UTIL{{{GPU0}}} 12 1767261600000\n\
+         DCGM_EXP_XID_ERRORS_COUNT{{{GPU0}}} 2 1767261600000\n"
+    );
+    let (sink, stats) = run(&text);
+    let reason =
+        "duplicate sample: the series already has a value of this metric at this timestamp";
+    let found: Vec<_> = sink
+        .rejections
+        .iter()
+        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (6, "DCGM_FI_DEV_GPU_UTIL", reason),
+            (7, "DCGM_EXP_XID_ERRORS_COUNT", reason)
+        ]
+    );
+    assert_eq!(
+        (stats.samples, stats.rows_wide, stats.rows_extra),
+        (5, 3, 2)
+    );
+    // The first value stays.
+    let rows = sink.table(Table::GpuSamples);
+    assert_eq!(
+        floats(&rows, "gpu_util"),
+        [Some(10.0), Some(11.0), Some(20.0)]
+    );
+}
+
+#[test]
+fn spellings_of_one_series_fill_one_row() {
+    // Exporters before and after 2026 name the node label `Hostname` and `hostname`; the device
+    // label is dropped: the same columns, so the same row.
+    let lower = GPU0.replace("Hostname", "hostname");
+    let bare = GPU0.replace("device=\"nvidia0\",", "");
+    let text = format!(
+        "DCGM_FI_DEV_GPU_UTIL{{{GPU0}}} 10\n\
+         DCGM_FI_DEV_FB_USED{{{lower}}} 64\n\
+         DCGM_FI_DEV_POWER_USAGE{{{bare}}} 71.5\n\
+         DCGM_FI_DEV_GPU_UTIL{{{lower}}} 11\n"
+    );
+    let (sink, stats) = run(&text);
+    assert_eq!(sink.rejections.len(), 1, "{:?}", sink.rejections);
+    assert_eq!(sink.rejections[0].line, 4);
+    assert_eq!((stats.samples, stats.rows_wide), (3, 1));
+    let rows = sink.table(Table::GpuSamples);
+    assert_eq!(values_per_row(&rows), [3]);
+}
+
+mod any_order {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A small fleet: `nodes` × `gpus` series, each reporting the families of `families` (a bit
+    /// per `FLEET_FAMILIES` entry) at `scrapes` times, with the value `values[i]` for its i-th line.
+    fn scrape_set(
+        nodes: usize,
+        gpus: usize,
+        families: u8,
+        scrapes: usize,
+        values: &[u16],
+    ) -> String {
+        let mut text = String::new();
+        let mut values = values.iter().cycle();
+        for scrape in 0..scrapes {
+            let ms = 1_767_261_600_000 + 15_000 * scrape as i64;
+            for (bit, family) in FLEET_FAMILIES.iter().enumerate() {
+                if families & (1 << bit) == 0 {
+                    continue;
+                }
+                for node in 0..nodes {
+                    for gpu in 0..gpus {
+                        let value = values.next().unwrap();
+                        text += &format!(
+                            "{family}{{gpu=\"{gpu}\",UUID=\"GPU-{node}-{gpu}\",Hostname=\"n{node}\"}} {value} {ms}\n"
+                        );
+                    }
+                }
+            }
+        }
+        text
+    }
+
+    fn permuted_scrape_sets() -> impl Strategy<Value = (String, Vec<String>)> {
+        (
+            1..=3usize,
+            1..=3usize,
+            1..32u8,
+            1..=4usize,
+            prop::collection::vec(any::<u16>(), 1..64),
+        )
+            .prop_flat_map(|(nodes, gpus, families, scrapes, values)| {
+                let text = scrape_set(nodes, gpus, families, scrapes, &values);
+                let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+                (Just(text), Just(lines).prop_shuffle())
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn any_permutation_of_the_lines_lands_the_same_rows((text, lines) in permuted_scrape_sets()) {
+            let ctx = context();
+            let (expected, _) = run_with(&text, &ctx);
+            let (sink, stats) = run_with(&(lines.join("\n") + "\n"), &ctx);
+            prop_assert!(sink.rejections.is_empty());
+            prop_assert_eq!(stats.samples as usize, lines.len());
+            prop_assert_eq!(wide_batches(&sink), wide_batches(&expected));
+        }
+    }
 }

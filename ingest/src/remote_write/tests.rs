@@ -137,3 +137,43 @@ fn a_body_that_is_not_snappy_protobuf_is_a_format_error() {
         "{error}"
     );
 }
+
+#[test]
+fn series_in_reverse_order_land_the_rows_of_the_text_scrapes() {
+    use crate::dcgm::tests::{
+        FLEET_MS, assert_fleet_rows, fleet, fleet_context, fleet_scrape_grouped, wide_batches,
+    };
+    // One time series per (series, family) of the fleet, the last first: each carries its three
+    // samples, so the cells of one row arrive far apart.
+    let mut timeseries: Vec<TimeSeries> = fleet()
+        .iter()
+        .map(|s| {
+            let mut labels = vec![("__name__", s.metric)];
+            labels.extend(s.labels.iter().copied());
+            let samples: Vec<(f64, i64)> = s
+                .values
+                .iter()
+                .zip(FLEET_MS)
+                .map(|(value, ms)| (value.parse().unwrap(), ms))
+                .collect();
+            series(&labels, &samples)
+        })
+        .collect();
+    timeseries.reverse();
+    let ctx = fleet_context();
+    let mut sink = CollectSink::default();
+    let stats = parse(
+        &mut body(&WriteRequest { timeseries }).as_slice(),
+        &ctx,
+        &mut sink,
+    )
+    .unwrap();
+    assert!(sink.rejections.is_empty(), "{:?}", sink.rejections);
+    assert_eq!((stats.samples, stats.dcgm.rows_wide), (63, 18));
+
+    let mut text_sink = CollectSink::default();
+    crate::dcgm::parse(&mut fleet_scrape_grouped().as_bytes(), &ctx, &mut text_sink).unwrap();
+    let batches = wide_batches(&sink);
+    assert_eq!(batches, wide_batches(&text_sink));
+    assert_fleet_rows(&batches[0]);
+}
