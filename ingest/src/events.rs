@@ -20,8 +20,19 @@
 //!   `failed: OOMKilled`, `evicted: PodsReadyTimeout`);
 //! - `gpus` counts devices of one kind: whole GPUs (or time-sliced replicas, which the ledger
 //!   turns into shares from the node's replica count), or MIG slices of `mig_profile`;
-//! - Kubernetes objects repeat in watch streams: an event already emitted for the same object
-//!   and time is dropped (counted in [`Stats::duplicates`]).
+//! - every event has an identity, `event_id`: the first 16 bytes of SHA-256 (32 hex digits) over
+//!   the JSON array `[source, cluster, node, namespace, workload, pod, event, ts, uid]` (`ts` in
+//!   microseconds, absent values `null`). `workload` holds the Slurm JobID (with its array task,
+//!   `123_4`; job steps are skipped), `node` tells a multi-node job's parts apart, and `uid` is
+//!   the source's own id of the object where it has one (`metadata.uid` of a Pod or a Kueue
+//!   Workload). The labels, GPUs and reason are not part of it: they describe the event, they do
+//!   not name it, and the first delivery keeps them. `resourceVersion` is left out on purpose:
+//!   it changes with every status update, so a watch stream or a later export shows the same
+//!   start under several versions.
+//! - an event seen again in the same input (watch streams, a file concatenated twice) is dropped
+//!   and counted in [`Stats::duplicates`]; the pipeline drops events whose identity already
+//!   landed from an earlier input the same way, so a re-export, a second collector or a retry
+//!   that re-serialized the JSON (other key order, other spacing) lands nothing new.
 //!
 //! A record is all or nothing: it lands whole or is rejected whole with the field at fault.
 
@@ -46,6 +57,7 @@ use arrow::record_batch::RecordBatch;
 use chrono::{DateTime, LocalResult, NaiveDateTime, TimeZone, Utc};
 use gpuledger_lake::tables::Table;
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
 use crate::error::IngestError;
 use crate::record::{ParseContext, Rejection, Sink};
@@ -75,7 +87,7 @@ pub struct Stats {
     /// Records that hold no scheduler event: Slurm job steps, Pods not started yet, event
     /// reasons without scheduling meaning, Kubernetes objects of other kinds.
     pub skipped: u64,
-    /// Events of Kubernetes objects seen again in the same input.
+    /// Events seen again in the same input (the same `event_id`).
     pub duplicates: u64,
 }
 
@@ -218,6 +230,8 @@ struct Event {
     reason: Option<String>,
     source: Source,
     subject: Subject,
+    /// The source's own id of the object the event is about (Kubernetes `metadata.uid`).
+    uid: Option<String>,
 }
 
 impl Event {
@@ -228,6 +242,7 @@ impl Event {
             reason: None,
             source,
             subject: subject.clone(),
+            uid: None,
         }
     }
 
@@ -236,20 +251,28 @@ impl Event {
         self
     }
 
-    /// What makes two sightings of an object's event the same event.
-    fn identity(&self) -> String {
+    /// The event is about the source's object with this id.
+    fn of(mut self, uid: &Option<String>) -> Self {
+        self.uid = uid.clone();
+        self
+    }
+
+    /// What makes two sightings the same event: see the module documentation.
+    fn identity(&self) -> u128 {
         let s = &self.subject;
-        let part = |v: &Option<String>| v.clone().unwrap_or_default();
-        format!(
-            "{}|{}|{}|{}|{}|{}|{}",
+        let key = serde_json::json!([
             self.source.as_str(),
-            part(&s.namespace),
-            part(&s.workload),
-            part(&s.pod),
-            part(&s.node),
+            s.cluster,
+            s.node,
+            s.namespace,
+            s.workload,
+            s.pod,
             self.kind.as_str(),
-            self.ts.timestamp_micros()
-        )
+            self.ts.timestamp_micros(),
+            self.uid,
+        ]);
+        let digest = Sha256::digest(key.to_string().as_bytes());
+        u128::from_be_bytes(digest[..16].try_into().expect("16 bytes"))
     }
 }
 
@@ -281,9 +304,10 @@ impl Bad {
 struct Output<'a> {
     sink: &'a mut dyn Sink,
     batch_rows: usize,
-    rows: Vec<Event>,
-    /// Identities of emitted events, kept only for Kubernetes objects (watch streams repeat).
-    seen: Option<HashSet<String>>,
+    /// The events of the next batch, with their identities.
+    rows: Vec<(u128, Event)>,
+    /// Identities of the events emitted so far.
+    seen: HashSet<u128>,
     stats: Stats,
 }
 
@@ -293,7 +317,7 @@ impl<'a> Output<'a> {
             sink,
             batch_rows: ctx.batch_rows.max(1),
             rows: Vec::new(),
-            seen: None,
+            seen: HashSet::new(),
             stats: Stats::default(),
         }
     }
@@ -323,13 +347,12 @@ impl<'a> Output<'a> {
     }
 
     fn push(&mut self, event: Event) -> Result<(), IngestError> {
-        if let Some(seen) = &mut self.seen
-            && !seen.insert(event.identity())
-        {
+        let id = event.identity();
+        if !self.seen.insert(id) {
             self.stats.duplicates += 1;
             return Ok(());
         }
-        self.rows.push(event);
+        self.rows.push((id, event));
         self.stats.events += 1;
         if self.rows.len() >= self.batch_rows {
             self.flush()?;
@@ -352,9 +375,10 @@ impl<'a> Output<'a> {
     }
 }
 
-fn to_batch(rows: &[Event]) -> Result<RecordBatch, ArrowError> {
+fn to_batch(rows_with_ids: &[(u128, Event)]) -> Result<RecordBatch, ArrowError> {
+    let rows: Vec<&Event> = rows_with_ids.iter().map(|(_, e)| e).collect();
     let text = |get: fn(&Event) -> Option<&str>| -> ArrayRef {
-        Arc::new(rows.iter().map(get).collect::<StringArray>())
+        Arc::new(rows.iter().map(|e| get(e)).collect::<StringArray>())
     };
     let float = |get: fn(&Subject) -> Option<f64>| -> ArrayRef {
         Arc::new(
@@ -376,7 +400,7 @@ fn to_batch(rows: &[Event]) -> Result<RecordBatch, ArrowError> {
             .map(|indices| indices.iter().copied().map(Some))
     }));
     let mut gpu_uuids = ListBuilder::new(StringBuilder::new());
-    for event in rows {
+    for event in &rows {
         match &event.subject.gpu_uuids {
             Some(uuids) => {
                 for uuid in uuids {
@@ -416,6 +440,9 @@ fn to_batch(rows: &[Event]) -> Result<RecordBatch, ArrowError> {
         text(|e| e.subject.labels.cost_center.as_deref()),
         Arc::new(StringArray::from_iter_values(
             rows.iter().map(|e| e.source.as_str()),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            rows_with_ids.iter().map(|(id, _)| format!("{id:032x}")),
         )),
     ];
     RecordBatch::try_new(Table::SchedulerEvents.schema(), columns)
@@ -593,8 +620,7 @@ fn json_value(
         match *family {
             Some(JsonFamily::Canonical) => out.stats.format = Some(InputFormat::CanonicalJson),
             Some(JsonFamily::KubernetesObjects) => {
-                out.stats.format = Some(InputFormat::KubernetesObjects);
-                out.seen = Some(HashSet::new());
+                out.stats.format = Some(InputFormat::KubernetesObjects)
             }
             None => {
                 return Err(IngestError::Format {
@@ -711,10 +737,18 @@ impl Lines<'_> {
 
 /// A timestamp as the sources write it: RFC 3339 with an offset, or naive local time in `tz`
 /// (Slurm without `TZ=UTC`). A local time repeated when clocks go back is read as its first
-/// occurrence; a local time skipped when clocks go forward does not exist and is an error.
+/// occurrence (Slurm lines choose by their Elapsed instead, see [`time_readings`]); a local time
+/// skipped when clocks go forward does not exist and is an error.
 fn parse_time(text: &str, tz: chrono_tz::Tz) -> Result<DateTime<Utc>, String> {
+    time_readings(text, tz).map(|readings| readings[0])
+}
+
+/// Every instant a timestamp can stand for, earliest first: one, or two for a local time that
+/// clocks going back repeat. A local time in the gap when clocks go forward is an error: no
+/// clock in `tz` showed it, so the time zone given is not the one the source wrote in.
+fn time_readings(text: &str, tz: chrono_tz::Tz) -> Result<Vec<DateTime<Utc>>, String> {
     if let Ok(t) = DateTime::parse_from_rfc3339(text) {
-        return Ok(t.with_timezone(&Utc));
+        return Ok(vec![t.with_timezone(&Utc)]);
     }
     let naive = NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
         .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f"))
@@ -722,9 +756,13 @@ fn parse_time(text: &str, tz: chrono_tz::Tz) -> Result<DateTime<Utc>, String> {
             format!("'{text}' is not a timestamp (expected RFC 3339 or YYYY-MM-DDTHH:MM:SS)")
         })?;
     match tz.from_local_datetime(&naive) {
-        LocalResult::Single(t) | LocalResult::Ambiguous(t, _) => Ok(t.with_timezone(&Utc)),
+        LocalResult::Single(t) => Ok(vec![t.with_timezone(&Utc)]),
+        LocalResult::Ambiguous(first, second) => {
+            Ok(vec![first.with_timezone(&Utc), second.with_timezone(&Utc)])
+        }
         LocalResult::None => Err(format!(
-            "'{text}' does not exist in time zone {tz} (clocks jumped forward)"
+            "'{text}' does not exist in time zone {tz} (clocks jumped forward): is {tz} the \
+             time zone the input was written in?"
         )),
     }
 }

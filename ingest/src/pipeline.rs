@@ -2,11 +2,15 @@
 //!
 //! ```text
 //! file | stdin | bytes ─► count+hash ─► gunzip? ─► parser (blocking thread)
-//!        ─► channel ─► dedupe (tokens) ─► TableWriter (Parquet objects, invisible)
+//!        ─► channel ─► dedupe (known identities) ─► TableWriter (Parquet objects, invisible)
 //!        ─► Catalog::commit_batch (one transaction: files + quarantine + restatement)
 //! ```
 //! The content hash covers the source, the options that change the output and every input
-//! byte, so a re-sent input is recognised and lands nothing; its objects are removed again.
+//! byte, so a re-sent input is recognised and lands nothing; its objects are removed again (a
+//! re-sent billing delivery that a later one had replaced becomes active again instead).
+//! Rows of tables with an identity column (`token_usage.request_id`, `scheduler_events.event_id`)
+//! whose identity already landed are dropped, so byte-different re-deliveries of the same
+//! requests or events land nothing new either.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -45,10 +49,13 @@ pub enum Source {
 }
 
 /// What a parser read.
+#[derive(Default)]
 struct Parsed {
     records: u64,
     /// Series the source leaves out by design (remote-write: those that are not DCGM's).
     ignored_series: u64,
+    /// Records the parser dropped as repeated within the input (scheduler events).
+    duplicates: u64,
 }
 
 impl Source {
@@ -74,7 +81,7 @@ impl Source {
     ) -> Result<Parsed, IngestError> {
         let records = |records| Parsed {
             records,
-            ignored_series: 0,
+            ..Parsed::default()
         };
         Ok(match self {
             Source::Dcgm => {
@@ -83,12 +90,20 @@ impl Source {
             }
             Source::Focus => records(focus::parse(input, ctx, sink)?.records_read),
             Source::Tokens => records(tokens::parse(input, ctx, sink)?.records),
-            Source::Events => records(events::parse(input, ctx, sink)?.records),
+            Source::Events => {
+                let stats = events::parse(input, ctx, sink)?;
+                Parsed {
+                    records: stats.records,
+                    duplicates: stats.duplicates,
+                    ..Parsed::default()
+                }
+            }
             Source::RemoteWrite => {
                 let stats = remote_write::parse(input, ctx, sink)?;
                 Parsed {
                     records: stats.samples,
                     ignored_series: stats.ignored_series,
+                    ..Parsed::default()
                 }
             }
         })
@@ -200,8 +215,17 @@ impl IngestOptions {
 pub enum Outcome {
     /// The batch is committed and visible.
     Landed { rows_replaced: u64 },
-    /// This input (or idempotency key) was ingested before by `batch_id`: nothing new landed.
+    /// This input (or idempotency key) was ingested before by `batch_id`, and what it landed
+    /// is active: nothing changed.
     AlreadyIngested { batch_id: String },
+    /// This input was ingested before by `batch_id`, and a later delivery of the same billing
+    /// account and period had replaced it: it is the latest delivery again, its
+    /// `rows_restored` rows active and the `rows_replaced` rows of that later delivery retired.
+    Reactivated {
+        batch_id: String,
+        rows_restored: u64,
+        rows_replaced: u64,
+    },
 }
 
 /// What one ingest did, for the CLI summary and the HTTP response.
@@ -214,7 +238,8 @@ pub struct IngestReport {
     pub records_read: u64,
     /// Rows landed per table.
     pub rows: Vec<(Table, u64)>,
-    /// Gateway requests already in the lake from an earlier input, skipped.
+    /// Rows whose identity already landed, or came earlier in this input, skipped: gateway
+    /// requests by request id, scheduler events by event id.
     pub duplicates_skipped: u64,
     /// Series the source leaves out by design (remote-write: those that are not DCGM's).
     pub ignored_series: u64,
@@ -266,17 +291,21 @@ pub async fn ingest(
 
     let mut writer = TableWriter::new(Arc::clone(lake.store()), batch_id.clone());
     let mut files: Vec<WrittenFile> = Vec::new();
-    let mut known_requests = KnownRequests::default();
+    let mut known: HashMap<Table, KnownIds> = HashMap::new();
     let mut duplicates_skipped = 0;
     let mut write_error = None;
     while let Some((table, batch)) = receiver.recv().await {
         let result = async {
-            let batch = if table == Table::TokenUsage {
-                let (fresh, skipped) = known_requests.drop_known(lake, batch).await?;
-                duplicates_skipped += skipped;
-                fresh
-            } else {
-                batch
+            let batch = match identity_column(table) {
+                Some(column) => {
+                    let ids = known
+                        .entry(table)
+                        .or_insert_with(|| KnownIds::new(table, column));
+                    let (fresh, skipped) = ids.drop_known(lake, batch).await?;
+                    duplicates_skipped += skipped;
+                    fresh
+                }
+                None => batch,
             };
             files.extend(writer.write(table, &batch).await?);
             Ok::<_, IngestError>(())
@@ -295,6 +324,7 @@ pub async fn ingest(
         Parsed {
             records: records_read,
             ignored_series,
+            duplicates: repeated_in_input,
         },
         rejections,
     ) = match (write_error, parsed) {
@@ -333,17 +363,28 @@ pub async fn ingest(
             for file in &files {
                 *rows.entry(file.path.table).or_default() += file.rows;
             }
+            duplicates_skipped += repeated_in_input;
             Outcome::Landed { rows_replaced }
         }
-        CommitOutcome::Duplicate(existing) => {
-            remove_objects(lake, &files).await;
-            files.clear();
-            duplicates_skipped = 0;
-            Outcome::AlreadyIngested {
-                batch_id: existing.batch_id,
-            }
-        }
+        CommitOutcome::Duplicate(existing) => Outcome::AlreadyIngested {
+            batch_id: existing.batch_id,
+        },
+        CommitOutcome::Reactivated {
+            batch,
+            rows_restored,
+            rows_replaced,
+        } => Outcome::Reactivated {
+            batch_id: batch.batch_id,
+            rows_restored,
+            rows_replaced,
+        },
     };
+    if !matches!(outcome, Outcome::Landed { .. }) {
+        // The earlier batch's files hold these rows: this input's copies are not needed.
+        remove_objects(lake, &files).await;
+        files.clear();
+        duplicates_skipped = 0;
+    }
     let mut rows: Vec<_> = rows.into_iter().collect();
     rows.sort();
     let rejections = if matches!(outcome, Outcome::Landed { .. }) {
@@ -462,23 +503,45 @@ impl Sink for ChannelSink {
     }
 }
 
-/// Request ids already landed, loaded per day partition as batches touch it, so a gateway
-/// request delivered again in a later file is counted once.
-#[derive(Default)]
-struct KnownRequests {
+/// The column whose value identifies a row across inputs: a row whose identity already landed
+/// is the same record delivered again. NULL identifies nothing (files written before
+/// `scheduler_events.event_id` existed, producers that do not fill it).
+fn identity_column(table: Table) -> Option<&'static str> {
+    match table {
+        Table::TokenUsage => Some("request_id"),
+        Table::SchedulerEvents => Some("event_id"),
+        _ => None,
+    }
+}
+
+/// Identities of one table already landed, loaded per day partition as batches touch it, and
+/// those of this input so far: a gateway request or a scheduler event delivered again, in a
+/// later file or in the same one, lands once.
+struct KnownIds {
+    table: Table,
+    column: &'static str,
     loaded_days: HashSet<String>,
     ids: HashSet<String>,
 }
 
-impl KnownRequests {
+impl KnownIds {
+    fn new(table: Table, column: &'static str) -> Self {
+        Self {
+            table,
+            column,
+            loaded_days: HashSet::new(),
+            ids: HashSet::new(),
+        }
+    }
+
     async fn drop_known(
         &mut self,
         lake: &Lake,
         batch: RecordBatch,
     ) -> Result<(RecordBatch, u64), IngestError> {
         let times = batch
-            .column_by_name("ts")
-            .expect("token_usage.ts")
+            .column_by_name(self.table.time_column())
+            .expect("the table's time column")
             .as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
         let days: HashSet<String> = times
             .iter()
@@ -493,7 +556,7 @@ impl KnownRequests {
         if days.iter().any(|d| !self.loaded_days.contains(d)) {
             for file in lake
                 .catalog()
-                .active_files(Table::TokenUsage, Some(from), Some(to + 1))
+                .active_files(self.table, Some(from), Some(to + 1))
                 .await?
             {
                 if self.loaded_days.contains(&file.partition_date) {
@@ -504,8 +567,8 @@ impl KnownRequests {
             self.loaded_days.extend(days);
         }
         let ids = batch
-            .column_by_name("request_id")
-            .expect("token_usage.request_id")
+            .column_by_name(self.column)
+            .expect("the table's identity column")
             .as_string::<i32>();
         let keep: BooleanArray = ids
             .iter()
@@ -531,7 +594,10 @@ impl KnownRequests {
             .map_err(gpuledger_lake::LakeError::from)?;
         let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
             .map_err(gpuledger_lake::LakeError::from)?;
-        let column = builder.schema().index_of("request_id")?;
+        // A file written before the table had its identity column: its rows identify nothing.
+        let Ok(column) = builder.schema().index_of(self.column) else {
+            return Ok(());
+        };
         let mask = ProjectionMask::roots(builder.parquet_schema(), [column]);
         for batch in builder
             .with_projection(mask)

@@ -4,6 +4,11 @@
 //!
 //! A batch becomes visible in one transaction: its files, its rejections, and the retirement of
 //! the files it restates. Until then its Parquet files exist in the store but no scan sees them.
+//!
+//! The latest delivery of a restatement scope (a billing account and period) wins, whatever its
+//! bytes: an input identical to an earlier batch whose files a later delivery retired makes that
+//! batch's files active again, in one transaction that retires the files active for those scopes
+//! until then; an input identical to what is active changes nothing.
 
 use chrono::Utc;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
@@ -72,8 +77,17 @@ pub enum CommitOutcome {
         rows_landed: u64,
         rows_replaced: u64,
     },
-    /// The same input (or idempotency key) was committed before, by this batch.
+    /// The same input (or idempotency key) was committed before, by this batch, and what it
+    /// landed is active: nothing changed.
     Duplicate(BatchRecord),
+    /// The same input as this earlier batch, whose files of some scopes a later delivery had
+    /// replaced: they are active again, and the `rows_replaced` rows active until now for those
+    /// scopes are retired.
+    Reactivated {
+        batch: BatchRecord,
+        rows_restored: u64,
+        rows_replaced: u64,
+    },
 }
 
 /// A file the catalog lists for scans.
@@ -89,6 +103,8 @@ pub struct FileEntry {
     pub max_ts: i64,
     /// When the file's batch was committed (microseconds).
     pub created_at: i64,
+    /// When the file last became active: its commit, or a re-delivery that made it active again.
+    pub activated_at: i64,
     pub replaced_by: Option<String>,
 }
 
@@ -232,7 +248,7 @@ impl Catalog {
             )
             .await?
         {
-            return Ok(CommitOutcome::Duplicate(existing));
+            return self.redeliver(existing, batch).await;
         }
         let now = now_micros();
         let rows_landed: u64 = files.iter().map(|f| f.rows).sum();
@@ -246,21 +262,8 @@ impl Catalog {
         scopes.sort();
         scopes.dedup();
         for (table, scope) in scopes {
-            let replaced = sqlx::query(
-                "SELECT COALESCE(CAST(SUM(row_count) AS BIGINT), 0) AS n FROM files
-                 WHERE table_name = $1 AND scope = $2 AND replaced_by IS NULL",
-            )
-            .bind(table.name())
-            .bind(scope)
-            .fetch_one(&mut *tx)
-            .await?;
-            rows_replaced += replaced.try_get::<i64, _>("n")?;
-            sqlx::query("UPDATE files SET replaced_by = $1 WHERE table_name = $2 AND scope = $3 AND replaced_by IS NULL")
-                .bind(&batch.batch_id)
-                .bind(table.name())
-                .bind(scope)
-                .execute(&mut *tx)
-                .await?;
+            rows_replaced +=
+                retire_scope(&mut tx, table.name(), scope, &batch.batch_id, now).await?;
         }
 
         let inserted = sqlx::query(
@@ -292,7 +295,7 @@ impl Catalog {
                 )
                 .await?
             {
-                Some(existing) => Ok(CommitOutcome::Duplicate(existing)),
+                Some(existing) => self.redeliver(existing, batch).await,
                 None => Err(error.into()),
             };
         }
@@ -300,8 +303,8 @@ impl Catalog {
         for file in files {
             sqlx::query(
                 "INSERT INTO files (path, table_name, partition_date, batch_id, scope, row_count, byte_count,
-                     min_ts, max_ts, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                     min_ts, max_ts, created_at, activated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
             )
             .bind(file.path.to_path().to_string())
             .bind(file.path.table.name())
@@ -339,6 +342,59 @@ impl Catalog {
         })
     }
 
+    /// `batch` is the same input as `existing`. A retry under the same idempotency key, or an
+    /// input whose files are all active, changes nothing; otherwise the scopes where a later
+    /// delivery replaced `existing` get its files back, all in one transaction.
+    async fn redeliver(&self, existing: BatchRecord, batch: &NewBatch) -> Result<CommitOutcome> {
+        let retry = sqlx::query(
+            "SELECT 1 AS retry FROM ingest_batches WHERE batch_id = $1 AND idempotency_key = $2",
+        )
+        .bind(&existing.batch_id)
+        .bind(batch.idempotency_key.as_deref())
+        .fetch_optional(&self.pool)
+        .await?;
+        if retry.is_some() {
+            return Ok(CommitOutcome::Duplicate(existing));
+        }
+        let now = now_micros();
+        let mut tx = self.pool.begin().await?;
+        let superseded = sqlx::query(
+            "SELECT table_name, scope, CAST(SUM(row_count) AS BIGINT) AS n FROM files
+             WHERE batch_id = $1 AND scope IS NOT NULL AND replaced_by IS NOT NULL
+             GROUP BY table_name, scope ORDER BY table_name, scope",
+        )
+        .bind(&existing.batch_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        if superseded.is_empty() {
+            tx.rollback().await?;
+            return Ok(CommitOutcome::Duplicate(existing));
+        }
+        let (mut rows_restored, mut rows_replaced) = (0, 0);
+        for row in &superseded {
+            let (table, scope): (String, String) =
+                (row.try_get("table_name")?, row.try_get("scope")?);
+            rows_restored += row.try_get::<i64, _>("n")?;
+            rows_replaced += retire_scope(&mut tx, &table, &scope, &existing.batch_id, now).await?;
+            sqlx::query(
+                "UPDATE files SET replaced_by = NULL, replaced_at = NULL, activated_at = $1
+                 WHERE batch_id = $2 AND table_name = $3 AND scope = $4",
+            )
+            .bind(now)
+            .bind(&existing.batch_id)
+            .bind(&table)
+            .bind(&scope)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(CommitOutcome::Reactivated {
+            batch: existing,
+            rows_restored: rows_restored as u64,
+            rows_replaced: rows_replaced as u64,
+        })
+    }
+
     /// Active (not restated) files of a table whose time range overlaps `[from, to)`, in
     /// microseconds; `None` bounds are open. Scans call this instead of listing the store.
     pub async fn active_files(
@@ -348,7 +404,7 @@ impl Catalog {
         to: Option<i64>,
     ) -> Result<Vec<FileEntry>> {
         let rows = sqlx::query(
-            "SELECT path, table_name, partition_date, batch_id, row_count, byte_count, min_ts, max_ts, created_at, replaced_by
+            "SELECT path, table_name, partition_date, batch_id, row_count, byte_count, min_ts, max_ts, created_at, activated_at, replaced_by
              FROM files
              WHERE table_name = $1 AND replaced_by IS NULL AND max_ts >= $2 AND min_ts < $3
              ORDER BY partition_date, path",
@@ -364,7 +420,7 @@ impl Catalog {
     /// Every file, restated ones included (for `system.files`).
     pub async fn all_files(&self) -> Result<Vec<FileEntry>> {
         let rows = sqlx::query(
-            "SELECT path, table_name, partition_date, batch_id, row_count, byte_count, min_ts, max_ts, created_at, replaced_by
+            "SELECT path, table_name, partition_date, batch_id, row_count, byte_count, min_ts, max_ts, created_at, activated_at, replaced_by
              FROM files ORDER BY table_name, partition_date, path",
         )
         .fetch_all(&self.pool)
@@ -372,12 +428,14 @@ impl Catalog {
         rows.iter().map(file_from_row).collect()
     }
 
-    /// Files of `table` committed after `since` (microseconds), restated ones included: what
-    /// changed in the inputs since a ledger day was built.
+    /// Files of `table` that became active or were retired after `since` (microseconds): what
+    /// changed in the inputs since a ledger day was built. A file becomes active when its batch
+    /// commits and again when a re-delivery of that batch brings it back.
     pub async fn files_committed_since(&self, table: Table, since: i64) -> Result<Vec<FileEntry>> {
         let rows = sqlx::query(
-            "SELECT path, table_name, partition_date, batch_id, row_count, byte_count, min_ts, max_ts, created_at, replaced_by
-             FROM files WHERE table_name = $1 AND created_at > $2 ORDER BY created_at",
+            "SELECT path, table_name, partition_date, batch_id, row_count, byte_count, min_ts, max_ts, created_at, activated_at, replaced_by
+             FROM files WHERE table_name = $1 AND (activated_at > $2 OR replaced_at > $2)
+             ORDER BY activated_at, path",
         )
         .bind(table.name())
         .bind(since)
@@ -575,8 +633,38 @@ fn file_from_row(r: &sqlx::any::AnyRow) -> Result<FileEntry> {
         min_ts: r.try_get("min_ts")?,
         max_ts: r.try_get("max_ts")?,
         created_at: r.try_get("created_at")?,
+        activated_at: r.try_get("activated_at")?,
         replaced_by: r.try_get("replaced_by")?,
     })
+}
+
+/// Retires the active files of a scope in favour of `by` (a batch id); returns their rows.
+async fn retire_scope(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    table: &str,
+    scope: &str,
+    by: &str,
+    now: i64,
+) -> Result<i64> {
+    let active = sqlx::query(
+        "SELECT COALESCE(CAST(SUM(row_count) AS BIGINT), 0) AS n FROM files
+         WHERE table_name = $1 AND scope = $2 AND replaced_by IS NULL",
+    )
+    .bind(table)
+    .bind(scope)
+    .fetch_one(&mut **tx)
+    .await?;
+    sqlx::query(
+        "UPDATE files SET replaced_by = $1, replaced_at = $2
+         WHERE table_name = $3 AND scope = $4 AND replaced_by IS NULL",
+    )
+    .bind(by)
+    .bind(now)
+    .bind(table)
+    .bind(scope)
+    .execute(&mut **tx)
+    .await?;
+    Ok(active.try_get("n")?)
 }
 
 mod budget_alerts;

@@ -398,6 +398,10 @@ static SCHEDULER_EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
         utf8("cost_center"),
         // `canonical`, `kubernetes`, `kueue`, `slurm`.
         Field::new("source", DataType::Utf8, false),
+        // The event's identity (ingest/src/events.rs says what it covers): the same event
+        // delivered again lands once. Added after the first release: files written before read
+        // it as NULL, and NULL identifies nothing.
+        utf8("event_id"),
     ]))
 });
 

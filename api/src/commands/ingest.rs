@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use gpuledger_ingest::ParseContext;
-use gpuledger_ingest::pipeline::{IngestOptions, IngestReport, Input, Outcome, ingest};
+use gpuledger_ingest::pipeline::{IngestOptions, IngestReport, Input, Outcome, Source, ingest};
 use gpuledger_lake::Lake;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -97,9 +97,29 @@ pub fn progress_bar(size: Option<u64>, origin: &str) -> Option<ProgressBar> {
 
 pub fn print_report(report: &IngestReport) {
     match &report.outcome {
+        Outcome::AlreadyIngested { batch_id } if report.source == Source::Focus => {
+            println!(
+                "{}: already ingested as batch {batch_id}, identical to the active delivery: \
+                 nothing changed",
+                report.origin
+            );
+            return;
+        }
         Outcome::AlreadyIngested { batch_id } => {
             println!(
                 "{}: already ingested as batch {batch_id}; nothing new landed",
+                report.origin
+            );
+            return;
+        }
+        Outcome::Reactivated {
+            batch_id,
+            rows_restored,
+            rows_replaced,
+        } => {
+            println!(
+                "{}: re-delivery of an earlier delivery (batch {batch_id}): active again, \
+                 {rows_restored} rows restored, {rows_replaced} rows replaced",
                 report.origin
             );
             return;
@@ -128,8 +148,12 @@ pub fn print_report(report: &IngestReport) {
                 );
             }
             if report.duplicates_skipped > 0 {
+                let what = match report.source {
+                    Source::Events => "events",
+                    _ => "requests",
+                };
                 println!(
-                    "  {} requests were already in the lake and were skipped",
+                    "  {} {what} were already in the lake and were skipped",
                     report.duplicates_skipped
                 );
             }

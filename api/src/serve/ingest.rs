@@ -74,6 +74,12 @@ pub struct IngestResponse {
     pub source: String,
     /// The same input (or Idempotency-Key) was ingested before: nothing new landed.
     pub duplicate: bool,
+    /// `landed`; `unchanged` (the same input was ingested before and is active: nothing
+    /// changed); or `reactivated` (the same input as an earlier billing delivery that a later one
+    /// had replaced: active again, `rows_replaced` rows of the later one retired).
+    pub outcome: &'static str,
+    /// What happened, in a sentence.
+    pub message: String,
     /// Records read (dcgm: sample lines; remote-write: samples).
     pub records_read: u64,
     /// Rows landed per table.
@@ -83,9 +89,10 @@ pub struct IngestResponse {
     /// The first quarantined records (at most 20); `select * from quarantine where batch_id = …`
     /// has them all.
     pub rejections: Vec<RejectedRecord>,
-    /// Gateway requests already in the lake from an earlier input, skipped.
+    /// Rows already in the lake (or repeated in this input), skipped: gateway requests by
+    /// request id, scheduler events by identity.
     pub duplicates_skipped: u64,
-    /// Rows of an earlier delivery of the same billing period that this one replaced.
+    /// Rows of another delivery of the same billing period that this one replaced.
     pub rows_replaced: u64,
     /// Remote-write: series that are not dcgm-exporter's, not landed.
     pub ignored_series: u64,
@@ -104,14 +111,39 @@ pub struct RejectedRecord {
 
 impl From<&IngestReport> for IngestResponse {
     fn from(report: &IngestReport) -> Self {
-        let (batch_id, duplicate, rows_replaced) = match &report.outcome {
-            Outcome::Landed { rows_replaced } => (report.batch_id.clone(), false, *rows_replaced),
-            Outcome::AlreadyIngested { batch_id } => (batch_id.clone(), true, 0),
+        let (batch_id, outcome, message, rows_replaced) = match &report.outcome {
+            Outcome::Landed { rows_replaced } => (
+                report.batch_id.clone(),
+                "landed",
+                format!("landed {} rows", report.rows_landed()),
+                *rows_replaced,
+            ),
+            Outcome::AlreadyIngested { batch_id } => (
+                batch_id.clone(),
+                "unchanged",
+                format!("identical to batch {batch_id}, which is active: nothing changed"),
+                0,
+            ),
+            Outcome::Reactivated {
+                batch_id,
+                rows_restored,
+                rows_replaced,
+            } => (
+                batch_id.clone(),
+                "reactivated",
+                format!(
+                    "re-delivery of an earlier delivery (batch {batch_id}): active again, \
+                     {rows_restored} rows restored, {rows_replaced} rows replaced"
+                ),
+                *rows_replaced,
+            ),
         };
         Self {
             batch_id,
             source: report.source.name().into(),
-            duplicate,
+            duplicate: outcome != "landed",
+            outcome,
+            message,
             records_read: report.records_read,
             rows: report
                 .rows

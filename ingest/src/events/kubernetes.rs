@@ -60,12 +60,8 @@ pub(super) fn pod_events(pod: &Value, ctx: &ParseContext) -> Result<Vec<Event>, 
         labels: meta.attribution()?,
         ..Subject::default()
     };
-    let mut events = vec![Event::new(
-        Source::Kubernetes,
-        &subject,
-        start,
-        EventKind::Start,
-    )];
+    let event = |ts, kind| Event::new(Source::Kubernetes, &subject, ts, kind).of(&meta.uid);
+    let mut events = vec![event(start, EventKind::Start)];
     let phase = json_str(pod, "/status/phase")?;
     if matches!(phase, Some("Succeeded" | "Failed")) {
         let stop = pod_stop(pod, ctx)?;
@@ -75,8 +71,8 @@ pub(super) fn pod_events(pod: &Value, ctx: &ParseContext) -> Result<Vec<Event>, 
                 "a container finished before the pod started",
             ));
         }
-        let event = Event::new(Source::Kubernetes, &subject, stop, EventKind::Stop);
-        events.push(event.because(pod_stop_reason(pod, phase == Some("Succeeded"))?));
+        let reason = pod_stop_reason(pod, phase == Some("Succeeded"))?;
+        events.push(event(stop, EventKind::Stop).because(reason));
     }
     Ok(events)
 }
@@ -190,6 +186,8 @@ pub(super) fn condition_transition<'v>(
 /// The `metadata` fields the scheduler events need.
 pub(super) struct ObjectMeta<'v> {
     pub(super) name: String,
+    /// `metadata.uid`: part of the identity of the object's events.
+    pub(super) uid: Option<String>,
     pub(super) namespace: Option<String>,
     /// The controlling owner's name (the Job of a Pod or a Workload), else the first owner's.
     pub(super) owner: Option<String>,
@@ -213,6 +211,7 @@ impl<'v> ObjectMeta<'v> {
         Ok(Self {
             name: json_string(object, "/metadata/name")?
                 .ok_or_else(|| Bad::new("metadata.name", "missing"))?,
+            uid: json_string(object, "/metadata/uid")?,
             namespace: json_string(object, "/metadata/namespace")?,
             owner,
             created: json_time(object, "/metadata/creationTimestamp", ctx)?,

@@ -44,7 +44,7 @@ pub(super) fn workload_events(workload: &Value, ctx: &ParseContext) -> Result<Ve
         labels: meta.attribution()?,
         ..Subject::default()
     };
-    let event = |ts, kind| Event::new(Source::Kueue, &subject, ts, kind);
+    let event = |ts, kind| Event::new(Source::Kueue, &subject, ts, kind).of(&meta.uid);
     let mut events = Vec::new();
     if let Some(created) = meta.created {
         events.push(event(created, EventKind::Queued));

@@ -16,10 +16,19 @@
 //! `namespace` and `team` are the Account (Slurm's unit of chargeback), `queue` the Partition,
 //! `priority` the QOS, `cluster` the Cluster field else the context's. Times are local time
 //! unless sacct ran with `TZ=UTC`: they are read in the context's time zone.
+//!
+//! When clocks go back, an hour of local time happens twice and a Start or End in it has two
+//! readings. The line's own length settles it: of the (Start, End) readings, the pair whose
+//! difference is ElapsedRaw (else Elapsed) within a second is taken; without such a pair (no
+//! Elapsed column, or a suspended job whose Elapsed leaves out the suspension), the earliest pair
+//! that does not end before it starts. A line is rejected as ending before it starts only when
+//! every reading does. Submit takes its earliest reading not after the start. A local time in
+//! the hour skipped when clocks go forward is rejected: sacct prints times it read from a clock,
+//! so such a time means the input was not written in the time zone given (`--tz`).
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 
-use super::{Attribution, Bad, Event, EventKind, Source, StopClass, Subject, parse_time};
+use super::{Attribution, Bad, Event, EventKind, Source, StopClass, Subject, time_readings};
 use crate::record::ParseContext;
 
 /// XDMoD's `--format`, the layout of header-less input.
@@ -37,6 +46,8 @@ pub(super) struct Sacct {
     start: usize,
     end: usize,
     submit: Option<usize>,
+    /// ElapsedRaw (seconds) when the header has it, else Elapsed (`[D-]HH:MM:SS`).
+    elapsed: Option<usize>,
     cluster: Option<usize>,
     partition: Option<usize>,
     qos: Option<usize>,
@@ -87,6 +98,7 @@ impl Sacct {
             start: required("Start")?,
             end: required("End")?,
             submit: find("Submit"),
+            elapsed: find("ElapsedRaw").or_else(|| find("Elapsed")),
             cluster: find("Cluster"),
             partition: find("Partition"),
             qos: find("QOS"),
@@ -125,25 +137,26 @@ impl Sacct {
         let tasks = array_tasks(job_id)
             .ok_or_else(|| self.bad(self.job_id, format!("'{job_id}' is not a Slurm job id")))?;
         let state = job_state(value(self.state)).map_err(|reason| self.bad(self.state, reason))?;
-        let time = |column: usize| -> Result<Option<DateTime<Utc>>, Bad> {
+        let readings = |column: usize| -> Result<Vec<DateTime<Utc>>, Bad> {
             match value(column) {
-                "" | "Unknown" | "None" => Ok(None),
-                text => parse_time(text, ctx.tz)
-                    .map(Some)
-                    .map_err(|reason| self.bad(column, reason)),
+                "" | "Unknown" | "None" => Ok(Vec::new()),
+                text => time_readings(text, ctx.tz).map_err(|reason| self.bad(column, reason)),
             }
         };
-        let submit = self.submit.map(time).transpose()?.flatten();
-        let start = time(self.start)?;
-        let end = time(self.end)?;
-        if let (Some(start), Some(end)) = (start, end)
-            && end < start
-        {
-            return Err(self.bad(
-                self.end,
-                format!("the job ends ({end}) before it starts ({start})"),
-            ));
-        }
+        let elapsed = match optional(self.elapsed) {
+            None => None,
+            Some((c, text)) => elapsed_time(text).map_err(|reason| self.bad(c, reason))?,
+        };
+        let (start, end) = job_span(&readings(self.start)?, &readings(self.end)?, elapsed)
+            .map_err(|reason| self.bad(self.end, reason))?;
+        let submit = match self.submit {
+            None => None,
+            Some(column) => {
+                let submits = readings(column)?;
+                let not_after_start = submits.iter().find(|s| start.is_none_or(|t| **s <= t));
+                not_after_start.or(submits.first()).copied()
+            }
+        };
         let tres = |column: Option<usize>| -> Result<Option<TresGpus>, Bad> {
             match optional(column) {
                 None => Ok(None),
@@ -213,6 +226,58 @@ impl Sacct {
     fn bad(&self, column: usize, reason: impl Into<String>) -> Bad {
         Bad::new(self.header[column].clone(), reason)
     }
+}
+
+/// A job's Start and End from their readings (see the module documentation).
+fn job_span(
+    starts: &[DateTime<Utc>],
+    ends: &[DateTime<Utc>],
+    elapsed: Option<TimeDelta>,
+) -> Result<(Option<DateTime<Utc>>, Option<DateTime<Utc>>), String> {
+    let (Some(&first_start), Some(&first_end)) = (starts.first(), ends.first()) else {
+        return Ok((starts.first().copied(), ends.first().copied()));
+    };
+    let pairs = || {
+        starts
+            .iter()
+            .flat_map(|s| ends.iter().map(move |e| (*s, *e)))
+    };
+    let agrees = |(start, end): &(DateTime<Utc>, DateTime<Utc>)| {
+        elapsed.is_some_and(|elapsed| (*end - *start - elapsed).abs() <= TimeDelta::seconds(1))
+    };
+    pairs()
+        .find(agrees)
+        .or_else(|| pairs().find(|(start, end)| end >= start))
+        .map(|(start, end)| (Some(start), Some(end)))
+        .ok_or_else(|| format!("the job ends ({first_end}) before it starts ({first_start})"))
+}
+
+/// ElapsedRaw (`5400`) or Elapsed (`[D-][HH:]MM:SS`, as sacct prints durations); `INVALID`,
+/// sacct's word for a negative time, is no length.
+fn elapsed_time(text: &str) -> Result<Option<TimeDelta>, String> {
+    if text == "INVALID" {
+        return Ok(None);
+    }
+    let unreadable = || format!("'{text}' is not a duration (expected seconds or [D-]HH:MM:SS)");
+    if let Ok(seconds) = text.parse::<i64>() {
+        return Ok(Some(TimeDelta::seconds(seconds)));
+    }
+    let (days, clock) = match text.split_once('-') {
+        Some((days, clock)) => (days.parse::<i64>().map_err(|_| unreadable())?, clock),
+        None => (0, text),
+    };
+    let parts: Vec<i64> = clock
+        .split(':')
+        .map(|part| part.parse::<i64>().map_err(|_| unreadable()))
+        .collect::<Result<_, _>>()?;
+    let (hours, minutes, seconds) = match parts[..] {
+        [hours, minutes, seconds] => (hours, minutes, seconds),
+        [minutes, seconds] => (0, minutes, seconds),
+        _ => return Err(unreadable()),
+    };
+    Ok(Some(TimeDelta::seconds(
+        ((days * 24 + hours) * 60 + minutes) * 60 + seconds,
+    )))
 }
 
 /// The subject with `tres`'s GPUs shared evenly over `parts` nodes.

@@ -260,15 +260,27 @@ fn slurm_array_records_stand_for_each_task() {
     else {
         return;
     };
-    // Tasks per record, as XDMoD's own expected output lists them: 1+3+2+4+4+9.
-    let tasks = 23;
+    // Tasks per record, as XDMoD's own expected output lists them: 1+3+2+4+4+9 = 23, of which
+    // 17 are distinct: a task that two records list (4103947_1 in `_[1-3]` and `_[1,5]`) is the
+    // same job at the same times, so its events land once and the repeats count as duplicates.
+    let (tasks, distinct_tasks) = (23, 17);
     assert_eq!(
-        (stats.records, stats.events, stats.rejected),
-        (6, tasks * (1 + 2 * 32), 0)
+        (
+            stats.records,
+            stats.events,
+            stats.rejected,
+            stats.duplicates
+        ),
+        (
+            6,
+            distinct_tasks * (1 + 2 * 32),
+            0,
+            (tasks - distinct_tasks) * (1 + 2 * 32)
+        )
     );
     let rows = rows(&sink);
     let queued: Vec<_> = rows.iter().filter(|r| r.event == "queued").collect();
-    assert_eq!(queued.len(), 23);
+    assert_eq!(queued.len(), distinct_tasks as usize);
     let distinct: BTreeSet<_> = queued.iter().map(|r| r.workload.clone().unwrap()).collect();
     let expected: BTreeSet<_> = [
         1, 2, 3, 5, 9, 10, 11, 13, 16, 17, 18, 19, 20, 91, 100, 101, 102,
@@ -1255,4 +1267,222 @@ fn empty_input_is_no_events() {
     let (stats, sink) = run("\n\n", &ctx());
     assert_eq!(stats, Stats::default());
     assert!(sink.batches.is_empty());
+}
+
+// ---------------------------------------------------------------- identity
+
+fn event_ids(sink: &CollectSink) -> Vec<String> {
+    let batch = sink.table(Table::SchedulerEvents);
+    let ids = batch.column_by_name("event_id").unwrap().as_string::<i32>();
+    ids.iter().map(|id| id.unwrap().to_string()).collect()
+}
+
+const TRAIN: &str = r#"{"ts":"2026-11-02T00:00:00Z","event":"start","cluster":"demo","node":"n1","namespace":"ml","workload":"train","pod":"train-0","gpus":1,"gpu_indices":[0],"labels":{"team":"vision"}}
+{"ts":"2026-11-02T06:00:00Z","event":"stop","cluster":"demo","node":"n1","namespace":"ml","workload":"train","pod":"train-0","reason":"finished"}
+"#;
+
+/// The same two events as [`TRAIN`], written by another collector: other key order, spacing,
+/// the time with an offset, a label added.
+const TRAIN_RESERIALIZED: &str = r#"{ "event": "start", "pod": "train-0", "workload": "train", "namespace": "ml", "node": "n1", "cluster": "demo", "ts": "2026-11-02T01:00:00+01:00", "labels": { "team": "vision", "environment": "prod" }, "gpu_indices": [ 0 ], "gpus": 1 }
+{ "reason": "finished", "event": "stop", "ts": "2026-11-02T06:00:00Z", "pod": "train-0", "workload": "train", "namespace": "ml", "node": "n1", "cluster": "demo" }
+"#;
+
+#[test]
+fn event_ids_name_the_event_not_its_bytes() {
+    let (_, first) = run(TRAIN, &ctx());
+    let ids = event_ids(&first);
+    // sha256('["canonical","demo","n1","ml","train","train-0","start",1793577600000000,null]'),
+    // first 16 bytes (Python hashlib); 1793577600000000 µs = 2026-11-02T00:00:00Z.
+    assert_eq!(ids[0], "81a4ce692ef8e0dbc8db3dfb777f799e");
+    assert_ne!(ids[0], ids[1], "start and stop are two events");
+    let (_, again) = run(TRAIN_RESERIALIZED, &ctx());
+    assert_eq!(event_ids(&again), ids);
+
+    // One input holding both: the second sighting of each event is dropped, the first kept.
+    let (stats, both) = run(&format!("{TRAIN}{TRAIN_RESERIALIZED}"), &ctx());
+    assert_eq!((stats.records, stats.events, stats.duplicates), (4, 2, 2));
+    assert_eq!(
+        rows(&both)[0].environment,
+        None,
+        "the first delivery's labels"
+    );
+}
+
+#[test]
+fn pod_event_ids_keep_the_uid_and_ignore_the_resource_version() {
+    let mut pod = completed_training_pod();
+    pod["metadata"]["resourceVersion"] = json!("1001");
+    let (_, first) = run(&pod.to_string(), &ctx());
+    // A later export: the object was updated since (new resourceVersion), keys pretty-printed.
+    pod["metadata"]["resourceVersion"] = json!("1774");
+    let (_, later) = run(&serde_json::to_string_pretty(&pod).unwrap(), &ctx());
+    assert_eq!(event_ids(&first).len(), 2);
+    assert_eq!(event_ids(&later), event_ids(&first));
+    // A pod of the same name recreated (another uid) is another object.
+    pod["metadata"]["uid"] = json!("7d2e9c41-0a5b-4f3e-8c6d-1b2a3f4e5d6c");
+    let (_, recreated) = run(&pod.to_string(), &ctx());
+    let (first, recreated) = (event_ids(&first), event_ids(&recreated));
+    assert!(first.iter().all(|id| !recreated.contains(id)));
+}
+
+#[test]
+fn slurm_event_ids_survive_another_column_order() {
+    let sacct = "JobID|Account|Start|End|State|AllocTRES|NodeList\n\
+                 3001|ml|2026-11-02T08:00:00|2026-11-02T10:00:00|COMPLETED|gres/gpu=2|gpu[01-02]\n";
+    // `sacct -p --format` in another order: every line ends with `|`.
+    let reordered = "NodeList|State|JobID|End|Start|AllocTRES|Account|\n\
+                     gpu[01-02]|COMPLETED|3001|2026-11-02T10:00:00|2026-11-02T08:00:00|gres/gpu=2|ml|\n";
+    let (stats, first) = run(sacct, &ctx());
+    assert_eq!(stats.events, 4, "a start and a stop on each of two nodes");
+    let ids = event_ids(&first);
+    assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 4);
+    let (_, again) = run(reordered, &ctx());
+    assert_eq!(event_ids(&again), ids);
+}
+
+// ---------------------------------------------------------------- Slurm across DST
+
+/// 2026-10-25 in Europe/Berlin: at 03:00 CEST (01:00Z) clocks go back to 02:00 CET, so local
+/// 02:00–02:59 happens twice, first at UTC+2 (00:00–00:59Z), then at UTC+1 (01:00–01:59Z).
+const SACCT_FALL_BACK: &str = "JobID|Account|Submit|Start|End|Elapsed|ElapsedRaw|State|AllocTRES|NodeList
+2001|ml|2026-10-25T02:05:00|2026-10-25T02:15:00|2026-10-25T02:45:00|01:30:00|5400|COMPLETED|gres/gpu=1|gpu01
+2002|ml|2026-10-25T02:20:00|2026-10-25T02:40:00|2026-10-25T02:10:00|00:30:00|1800|COMPLETED|gres/gpu=1|gpu02
+";
+
+fn berlin() -> ParseContext {
+    ParseContext {
+        tz: chrono_tz::Europe::Berlin,
+        ..ctx()
+    }
+}
+
+/// (event, ts) of one job, in input order.
+fn job_times(rows: &[Row], job: &str) -> Vec<(String, String)> {
+    rows.iter()
+        .filter(|r| r.workload.as_deref() == Some(job))
+        .map(|r| (r.event.clone(), r.ts.clone()))
+        .collect()
+}
+
+#[test]
+fn slurm_repeated_local_hour_is_resolved_by_elapsed() {
+    let (stats, sink) = run(SACCT_FALL_BACK, &berlin());
+    assert_eq!(
+        (stats.events, stats.rejected),
+        (6, 0),
+        "{:?}",
+        sink.rejections
+    );
+    let rows = rows(&sink);
+    // 02:15 CEST = 00:15Z to 02:45 CET = 01:45Z: 90 minutes, as Elapsed says; Submit 02:05 is
+    // read before the start, 00:05Z.
+    assert_eq!(
+        job_times(&rows, "2001"),
+        [
+            ("queued".into(), "2026-10-25T00:05:00Z".into()),
+            ("start".into(), "2026-10-25T00:15:00Z".into()),
+            ("stop".into(), "2026-10-25T01:45:00Z".into()),
+        ]
+    );
+    // 02:40 CEST = 00:40Z to 02:10 CET = 01:10Z: 30 minutes, not "ends before it starts".
+    assert_eq!(
+        job_times(&rows, "2002"),
+        [
+            ("queued".into(), "2026-10-25T00:20:00Z".into()),
+            ("start".into(), "2026-10-25T00:40:00Z".into()),
+            ("stop".into(), "2026-10-25T01:10:00Z".into()),
+        ]
+    );
+    assert_eq!(gpu_seconds(&rows), 5400.0 + 1800.0);
+
+    // Elapsed alone (no ElapsedRaw) settles it the same way.
+    let elapsed_only: String = SACCT_FALL_BACK
+        .lines()
+        .map(|line| {
+            let mut fields: Vec<&str> = line.split('|').collect();
+            fields.remove(6);
+            fields.join("|") + "\n"
+        })
+        .collect();
+    let (_, sink) = run(&elapsed_only, &berlin());
+    assert_eq!(gpu_seconds(&self::rows(&sink)), 5400.0 + 1800.0);
+}
+
+#[test]
+fn slurm_repeated_local_hour_without_elapsed_keeps_consistent_lines() {
+    let without: String = SACCT_FALL_BACK
+        .lines()
+        .map(|line| {
+            let mut fields: Vec<&str> = line.split('|').collect();
+            fields.drain(5..7);
+            fields.join("|") + "\n"
+        })
+        .collect();
+    let (stats, sink) = run(&without, &berlin());
+    assert_eq!(stats.rejected, 0);
+    let rows = rows(&sink);
+    // Nothing tells 2001's readings apart: both first occurrences, 00:15Z–00:45Z.
+    assert_eq!(
+        job_times(&rows, "2001")[1..],
+        [
+            ("start".into(), "2026-10-25T00:15:00Z".into()),
+            ("stop".into(), "2026-10-25T00:45:00Z".into()),
+        ]
+    );
+    // 2002 has one reading that does not end before it starts.
+    assert_eq!(
+        job_times(&rows, "2002")[1..],
+        [
+            ("start".into(), "2026-10-25T00:40:00Z".into()),
+            ("stop".into(), "2026-10-25T01:10:00Z".into()),
+        ]
+    );
+}
+
+#[test]
+fn slurm_lines_no_reading_makes_consistent_are_rejected() {
+    let sacct = "JobID|Start|End|Elapsed|State|AllocTRES
+4001|2026-11-02T10:00:00|2026-11-02T12:00:00|01:00:00|COMPLETED|gres/gpu=1
+4002|2026-11-02T12:00:00|2026-11-02T10:00:00|02:00:00|COMPLETED|gres/gpu=1
+4003|2026-03-29T02:30:00|2026-03-29T04:00:00|01:00:00|COMPLETED|gres/gpu=1
+4004|2026-11-02T10:00:00|2026-11-02T12:00:00|two hours|COMPLETED|gres/gpu=1
+";
+    let (stats, sink) = run(sacct, &berlin());
+    // 4001: an Elapsed no reading agrees with (a suspended job) does not reject a line that ends
+    // after it starts: 10:00 CET = 09:00Z to 11:00Z.
+    assert_eq!(
+        job_times(&rows(&sink), "4001"),
+        [
+            ("start".into(), "2026-11-02T09:00:00Z".into()),
+            ("stop".into(), "2026-11-02T11:00:00Z".into()),
+        ]
+    );
+    assert_eq!(stats.rejected, 3);
+    let rejected: Vec<_> = sink
+        .rejections
+        .iter()
+        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(
+        rejected,
+        [
+            (
+                3,
+                "End",
+                "the job ends (2026-11-02 09:00:00 UTC) before it starts (2026-11-02 11:00:00 UTC)"
+            ),
+            // Clocks in Berlin jumped from 02:00 to 03:00 CEST on 2026-03-29.
+            (
+                4,
+                "Start",
+                "'2026-03-29T02:30:00' does not exist in time zone Europe/Berlin (clocks jumped \
+                 forward): is Europe/Berlin the time zone the input was written in?"
+            ),
+            (
+                5,
+                "Elapsed",
+                "'two hours' is not a duration (expected seconds or [D-]HH:MM:SS)"
+            ),
+        ]
+    );
 }

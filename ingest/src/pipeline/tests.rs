@@ -150,3 +150,144 @@ async fn a_request_delivered_again_in_a_later_input_counts_once() {
         .unwrap();
     assert_eq!((report.duplicates_skipped, report.rows_landed()), (2, 1));
 }
+
+fn events_options() -> IngestOptions {
+    options(Source::Events)
+}
+
+/// Rows landed and duplicates skipped of one ingest.
+async fn landed(lake: &Lake, text: &str, options: IngestOptions) -> (u64, u64) {
+    let report = ingest(lake, bytes(text.as_bytes()), options).await.unwrap();
+    assert!(
+        matches!(report.outcome, Outcome::Landed { .. }),
+        "{report:?}"
+    );
+    (report.rows_landed(), report.duplicates_skipped)
+}
+
+const TRAIN: &str = r#"{"ts":"2026-11-02T00:00:00Z","event":"start","cluster":"demo","node":"n1","namespace":"ml","workload":"train","pod":"train-0","gpus":1,"gpu_indices":[0],"labels":{"team":"vision"}}
+{"ts":"2026-11-02T06:00:00Z","event":"stop","cluster":"demo","node":"n1","namespace":"ml","workload":"train","pod":"train-0","reason":"finished"}
+"#;
+
+#[tokio::test]
+async fn scheduler_events_delivered_again_in_other_bytes_land_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = lake(&dir).await;
+    assert_eq!(landed(&lake, TRAIN, events_options()).await, (2, 0));
+    // Another collector's export of the same two events: keys reordered, spaces, an offset.
+    let reserialized = r#"{ "event": "start", "pod": "train-0", "workload": "train", "namespace": "ml", "node": "n1", "cluster": "demo", "ts": "2026-11-02T01:00:00+01:00", "gpus": 1, "gpu_indices": [0], "labels": {"team": "vision"} }
+{ "reason": "finished", "ts": "2026-11-02T06:00:00Z", "event": "stop", "cluster": "demo", "node": "n1", "namespace": "ml", "workload": "train", "pod": "train-0" }
+"#;
+    assert_eq!(landed(&lake, reserialized, events_options()).await, (0, 2));
+    // A file that overlaps: train's stop again, serve's start and stop new, and serve's start
+    // twice within the file. 2 land, 2 are skipped.
+    let overlapping = r#"{"ts":"2026-11-02T06:00:00Z","event":"stop","cluster":"demo","node":"n1","namespace":"ml","workload":"train","pod":"train-0","reason":"finished"}
+{"ts":"2026-11-02T00:00:00Z","event":"start","cluster":"demo","node":"n1","namespace":"ml","workload":"serve","pod":"serve-0","gpus":1,"gpu_indices":[1]}
+{"ts":"2026-11-02T00:00:00Z","event":"start","cluster":"demo","node":"n1","namespace":"ml","workload":"serve","pod":"serve-0","gpus":1,"gpu_indices":[1]}
+{"ts":"2026-11-02T12:00:00Z","event":"stop","cluster":"demo","node":"n1","namespace":"ml","workload":"serve","pod":"serve-0","reason":"finished"}
+"#;
+    assert_eq!(landed(&lake, overlapping, events_options()).await, (2, 2));
+    let active = lake
+        .catalog()
+        .active_files(Table::SchedulerEvents, None, None)
+        .await
+        .unwrap();
+    assert_eq!(active.iter().map(|f| f.rows).sum::<i64>(), 4);
+}
+
+#[tokio::test]
+async fn pods_and_sacct_exported_again_land_only_what_is_new() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = lake(&dir).await;
+    let pod = |phase: &str, version: &str| {
+        let finished = match phase {
+            "Succeeded" => {
+                r#","containerStatuses":[{"name":"main","state":{"terminated":{"exitCode":0,"reason":"Completed","startedAt":"2026-11-02T10:00:05Z","finishedAt":"2026-11-02T11:00:00Z"}}}]"#
+            }
+            _ => "",
+        };
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p-0","namespace":"ml","uid":"6a1f","resourceVersion":"{version}"}},"spec":{{"nodeName":"n1","containers":[{{"name":"main","resources":{{"limits":{{"nvidia.com/gpu":"1"}}}}}}]}},"status":{{"phase":"{phase}","startTime":"2026-11-02T10:00:00Z"{finished}}}}}"#
+        )
+    };
+    // The watch saw the pod running; a later `kubectl get -o json` sees it finished, at
+    // another resourceVersion: only the stop is new.
+    assert_eq!(
+        landed(&lake, &pod("Running", "10"), events_options()).await,
+        (1, 0)
+    );
+    let later = serde_json::to_string_pretty(
+        &serde_json::from_str::<serde_json::Value>(&pod("Succeeded", "42")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(landed(&lake, &later, events_options()).await, (1, 1));
+
+    let sacct = "JobID|Account|Start|End|State|AllocTRES|NodeList\n\
+                 77|ml|2026-11-02T08:00:00|2026-11-02T10:00:00|COMPLETED|gres/gpu=2|gpu[01-02]\n";
+    let reordered = "NodeList|State|JobID|End|Start|AllocTRES|Account|\n\
+                     gpu[01-02]|COMPLETED|77|2026-11-02T10:00:00|2026-11-02T08:00:00|gres/gpu=2|ml|\n";
+    assert_eq!(landed(&lake, sacct, events_options()).await, (4, 0));
+    assert_eq!(landed(&lake, reordered, events_options()).await, (0, 4));
+}
+
+const FOCUS_HEADER: &str = "BillingAccountId,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,\
+ChargePeriodStart,ChargePeriodEnd,ChargeCategory,BilledCost,EffectiveCost,ServiceName,ResourceId\n";
+
+/// A FOCUS delivery of account A's September 2026: one line per (day, cost).
+fn focus(lines: &[(u32, &str)]) -> String {
+    let mut text = FOCUS_HEADER.to_string();
+    for (day, cost) in lines {
+        text.push_str(&format!(
+            "A,USD,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,2026-09-{day:02}T00:00:00Z,\
+             2026-09-{:02}T00:00:00Z,Usage,{cost},{cost},Compute,i-1\n",
+            day + 1
+        ));
+    }
+    text
+}
+
+#[tokio::test]
+async fn the_latest_billing_delivery_wins_whatever_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = lake(&dir).await;
+    let a = focus(&[(1, "100.00"), (2, "50.00")]);
+    let b = focus(&[(1, "120.00")]);
+    let deliver = async |text: &str| {
+        ingest(&lake, bytes(text.as_bytes()), options(Source::Focus))
+            .await
+            .unwrap()
+    };
+    let first = deliver(&a).await;
+    assert_eq!(first.outcome, Outcome::Landed { rows_replaced: 0 });
+    assert_eq!(
+        deliver(&b).await.outcome,
+        Outcome::Landed { rows_replaced: 2 }
+    );
+    let objects_before = objects(&lake).await;
+    // A's bytes again: A is the latest delivery, its 2 rows active again, B's 1 retired.
+    let again = deliver(&a).await;
+    assert_eq!(
+        again.outcome,
+        Outcome::Reactivated {
+            batch_id: first.batch_id.clone(),
+            rows_restored: 2,
+            rows_replaced: 1
+        }
+    );
+    assert_eq!((again.rows_landed(), again.files_written), (0, 0));
+    assert_eq!(objects(&lake).await, objects_before, "no new objects");
+    let active = lake
+        .catalog()
+        .active_files(Table::BillingLines, None, None)
+        .await
+        .unwrap();
+    assert!(active.iter().all(|f| f.batch_id == first.batch_id));
+    assert_eq!(active.iter().map(|f| f.rows).sum::<i64>(), 2);
+    // And once more: identical to the active delivery, nothing changes.
+    assert_eq!(
+        deliver(&a).await.outcome,
+        Outcome::AlreadyIngested {
+            batch_id: first.batch_id
+        }
+    );
+}

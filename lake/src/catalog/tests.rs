@@ -227,6 +227,83 @@ async fn a_new_delivery_of_a_scope_replaces_the_old_one_only() {
     .await;
 }
 
+/// Deliveries d1 (September 4 rows, August 6 rows), then d2 (September 3 rows), then d1's input
+/// again: the latest delivery wins, whatever batch first landed its bytes.
+#[tokio::test]
+async fn an_earlier_delivery_sent_again_is_active_again() {
+    each_catalog(async |catalog| {
+        let sept = Some("acct|2024-09");
+        let d1 = [
+            file(Table::BillingLines, "d1", 1, sept, 4, (0, 10)),
+            file(Table::BillingLines, "d1", 2, Some("acct|2024-08"), 6, (0, 10)),
+        ];
+        let d2 = [file(Table::BillingLines, "d2", 1, sept, 3, (0, 10))];
+        let commit = async |id: &str, hash: &str, key: Option<&str>, files: &[WrittenFile]| {
+            catalog
+                .commit_batch(&batch(id, hash, key), files, &[])
+                .await
+                .unwrap()
+        };
+        let active = async || {
+            let mut files: Vec<_> = catalog
+                .active_files(Table::BillingLines, None, None)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|f| (f.batch_id, f.rows))
+                .collect();
+            files.sort();
+            files
+        };
+        commit("d1", "h1", None, &d1).await;
+        commit("d2", "h2", Some("key-2"), &d2).await;
+        assert_eq!(active().await, [("d1".into(), 6), ("d2".into(), 3)]);
+
+        let before = Utc::now().timestamp_micros();
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        // d3 holds d1's bytes: d1's September file comes back (4 rows), d2's is retired (3).
+        let again = commit("d3", "h1", None, &d1).await;
+        assert!(
+            matches!(again, CommitOutcome::Reactivated { ref batch, rows_restored: 4, rows_replaced: 3 }
+                if batch.batch_id == "d1"),
+            "{again:?}"
+        );
+        assert_eq!(active().await, [("d1".into(), 4), ("d1".into(), 6)]);
+        assert_eq!(catalog.batches().await.unwrap().len(), 2, "no new batch");
+        // The ledger's view of what changed: the file that came back and the one it retired,
+        // not d1's August file, which stayed active throughout.
+        let changed: Vec<_> = catalog
+            .files_committed_since(Table::BillingLines, before)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|f| (f.batch_id, f.rows, f.replaced_by))
+            .collect();
+        assert_eq!(
+            changed,
+            [("d2".into(), 3, Some("d1".into())), ("d1".into(), 4, None)]
+        );
+
+        // d1's bytes once more: identical to what is active, nothing changes.
+        let same = commit("d4", "h1", None, &d1).await;
+        assert!(
+            matches!(same, CommitOutcome::Duplicate(ref b) if b.batch_id == "d1"),
+            "{same:?}"
+        );
+        // A client's retry of d2's request (its Idempotency-Key) is the same request again: it
+        // changes nothing. d2's bytes without that key are a re-delivery: d2 wins again.
+        let retry = commit("d5", "h2", Some("key-2"), &d2).await;
+        assert!(matches!(retry, CommitOutcome::Duplicate(_)), "{retry:?}");
+        let redelivered = commit("d6", "h2", None, &d2).await;
+        assert!(
+            matches!(redelivered, CommitOutcome::Reactivated { rows_restored: 3, rows_replaced: 4, .. }),
+            "{redelivered:?}"
+        );
+        assert_eq!(active().await, [("d1".into(), 6), ("d2".into(), 3)]);
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn declared_objects_are_created_updated_listed_and_deleted() {
     each_catalog(async |catalog| {
