@@ -409,11 +409,12 @@ pub async fn ingest(
 /// The options that change what an input lands as: part of the content hash.
 fn options_fingerprint(options: &IngestOptions) -> String {
     let ctx = &options.context;
-    // Remote-write samples carry their own times, so a re-sent body is the same input whenever
-    // it arrives.
+    // Only untimestamped scrapes and `kubectl get events` ages are read relative to `at`: a bill,
+    // gateway requests or remote-write samples re-sent later (over HTTP `at` is the arrival
+    // time) are the same input whenever they arrive.
     let at = match options.source {
-        Source::RemoteWrite => 0,
-        _ => ctx.at.timestamp_micros(),
+        Source::Dcgm | Source::Events => ctx.at.timestamp_micros(),
+        Source::Focus | Source::Tokens | Source::RemoteWrite => 0,
     };
     let mut fingerprint = format!(
         "source={};cluster={:?};at={at};tz={};date_format={:?}",

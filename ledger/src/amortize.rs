@@ -1,10 +1,12 @@
 //! Shared-cost amortization (DESIGN §6): a pool's amount spread over teams by a strategy — the
 //! three of the OpenCost specification (`proportional`, `even`, `usage`) plus `fixed` weights.
-//! The parts always add up to the amount exactly: the last team takes the rounding remainder.
+//! The parts always add up to the amount exactly: largest remainder at 1e-12 (`money.rs`).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+use crate::money::Money;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "strategy", rename_all = "snake_case")]
@@ -24,23 +26,17 @@ pub const UNATTRIBUTED: &str = "unattributed";
 
 /// Spreads `amount` in proportion to `weights` (teams with zero or negative weight get nothing).
 /// With no positive weight at all, the amount goes to [`UNATTRIBUTED`]: never dropped.
-pub fn spread(amount: f64, weights: &BTreeMap<String, f64>) -> Vec<(String, f64)> {
-    let positive: Vec<(&String, f64)> = weights
-        .iter()
-        .filter(|(_, w)| **w > 0.0)
-        .map(|(t, w)| (t, *w))
-        .collect();
-    let total: f64 = positive.iter().map(|(_, w)| w).sum();
-    if positive.is_empty() || total <= 0.0 {
+pub fn spread(amount: Money, weights: &BTreeMap<String, f64>) -> Vec<(String, Money)> {
+    let (teams, positive): (Vec<&String>, Vec<f64>) =
+        weights.iter().filter(|(_, w)| **w > 0.0).unzip();
+    if teams.is_empty() {
         return vec![(UNATTRIBUTED.to_string(), amount)];
     }
-    let mut parts: Vec<(String, f64)> = positive
-        .iter()
-        .map(|(t, w)| ((*t).clone(), amount * w / total))
-        .collect();
-    let given: f64 = parts[..parts.len() - 1].iter().map(|(_, a)| a).sum();
-    parts.last_mut().expect("non-empty").1 = amount - given;
-    parts
+    teams
+        .into_iter()
+        .cloned()
+        .zip(amount.split_f64(&positive))
+        .collect()
 }
 
 /// The weights a strategy uses, given each team's basis (direct cost, GPU-hours or usage).
@@ -65,36 +61,57 @@ mod tests {
         pairs.iter().map(|(t, w)| (t.to_string(), *w)).collect()
     }
 
+    fn m(text: &str) -> Money {
+        text.parse().unwrap()
+    }
+
     #[test]
     fn strategies() {
         let direct = basis(&[("a", 300.0), ("b", 100.0)]);
         // 100 in proportion 3:1 → 75 / 25; evenly → 50 / 50.
         assert_eq!(
-            spread(100.0, &weights(&Strategy::Proportional, &direct)),
-            [("a".into(), 75.0), ("b".into(), 25.0)]
+            spread(m("100"), &weights(&Strategy::Proportional, &direct)),
+            [("a".into(), m("75")), ("b".into(), m("25"))]
         );
         assert_eq!(
-            spread(100.0, &weights(&Strategy::Even, &direct)),
-            [("a".into(), 50.0), ("b".into(), 50.0)]
+            spread(m("100"), &weights(&Strategy::Even, &direct)),
+            [("a".into(), m("50")), ("b".into(), m("50"))]
         );
         let fixed = Strategy::Fixed {
             weights: basis(&[("a", 1.0), ("c", 4.0)]),
         };
         assert_eq!(
-            spread(100.0, &weights(&fixed, &direct)),
-            [("a".into(), 20.0), ("c".into(), 80.0)]
+            spread(m("100"), &weights(&fixed, &direct)),
+            [("a".into(), m("20")), ("c".into(), m("80"))]
         );
     }
 
     #[test]
     fn parts_add_up_exactly_and_nothing_is_dropped() {
+        // 100.00 over three teams: 33.333333333334 + 33.333333333333 × 2, the leftover 1e-12
+        // on the first (all remainders tie).
         let thirds = basis(&[("a", 1.0), ("b", 1.0), ("c", 1.0)]);
-        let parts = spread(0.1, &thirds);
-        assert_eq!(parts.iter().map(|(_, a)| a).sum::<f64>(), 0.1);
-        assert_eq!(spread(7.0, &BTreeMap::new()), [(UNATTRIBUTED.into(), 7.0)]);
+        let parts = spread(m("100"), &thirds);
         assert_eq!(
-            spread(7.0, &basis(&[("a", 0.0)])),
-            [(UNATTRIBUTED.into(), 7.0)]
+            parts,
+            [
+                ("a".into(), m("33.333333333334")),
+                ("b".into(), m("33.333333333333")),
+                ("c".into(), m("33.333333333333"))
+            ]
+        );
+        assert_eq!(parts.iter().map(|(_, a)| *a).sum::<Money>(), m("100"));
+        assert_eq!(
+            spread(m("7"), &BTreeMap::new()),
+            [(UNATTRIBUTED.into(), m("7"))]
+        );
+        assert_eq!(
+            spread(m("7"), &basis(&[("a", 0.0), ("b", 2.0)])),
+            [("b".into(), m("7"))]
+        );
+        assert_eq!(
+            spread(m("7"), &basis(&[("a", 0.0)])),
+            [(UNATTRIBUTED.into(), m("7"))]
         );
         assert_eq!(share_of(10.0, 1.0, 4.0), Some(2.5));
         assert_eq!(share_of(10.0, 1.0, 0.0), None);

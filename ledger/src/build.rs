@@ -15,10 +15,11 @@ use crate::gpu_hours::{
     observed_hours, union,
 };
 use crate::journal::{
-    Balance, CostEntry, DailyBasis, SharedCostRule, SharedItem, amortize, by_day, consolidate,
+    Balance, CostEntry, SharedCostRule, SharedItem, UsageMeasures, by_day, journal,
 };
+use crate::money::Money;
 use crate::price::split_node_line;
-use crate::time::{MICROS_PER_HOUR, Micros, Span, floor_day, floor_hour};
+use crate::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
 
 /// A node of the inventory (`gpuledger apply` kind `node`, or a `node_up` event).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,7 +68,7 @@ pub struct Reservation {
 #[derive(Debug, Clone, PartialEq)]
 pub struct BillingItem {
     pub charge_period: Span,
-    pub effective_cost: f64,
+    pub effective_cost: Money,
     pub resource_id: Option<String>,
     /// FOCUS columns in snake_case and `tags.<key>`, for the shared-cost rules.
     pub attributes: BTreeMap<String, String>,
@@ -78,7 +79,7 @@ pub struct BillingItem {
 pub struct ManualCost {
     pub name: String,
     pub category: String,
-    pub amount: f64,
+    pub amount: Money,
     pub period: Span,
 }
 
@@ -120,7 +121,7 @@ pub struct LedgerInputs {
     /// Allowed teams; `None` accepts every team label.
     pub allowed_teams: Option<BTreeSet<String>>,
     /// Usage measures for `usage` rules: measure → (day, team) → amount.
-    pub usage: BTreeMap<String, BTreeMap<(Micros, String), f64>>,
+    pub usage: UsageMeasures,
     pub config: ClassifyConfig,
 }
 
@@ -179,8 +180,8 @@ struct Priced {
     /// Billed GPU prices per node; nodes priced by the rate card have their one price here.
     prices: HashMap<NodeKey, NodePrice>,
     shared_items: Vec<SharedItem>,
-    billed: f64,
-    manual: f64,
+    billed: Money,
+    manual: Money,
     warnings: Vec<Warning>,
 }
 
@@ -242,8 +243,8 @@ fn price(inputs: &LedgerInputs, nodes: &BTreeMap<NodeKey, &Node>) -> Priced {
     let mut priced = Priced {
         prices: HashMap::new(),
         shared_items: Vec::new(),
-        billed: 0.0,
-        manual: 0.0,
+        billed: Money::ZERO,
+        manual: Money::ZERO,
         warnings: Vec::new(),
     };
     let mut billed_segments: HashMap<NodeKey, Vec<PriceSegment>> = HashMap::new();
@@ -255,7 +256,7 @@ fn price(inputs: &LedgerInputs, nodes: &BTreeMap<NodeKey, &Node>) -> Priced {
             (
                 l.charge_period,
                 l.resource_id.clone(),
-                l.effective_cost.to_bits(),
+                l.effective_cost,
                 l.attributes.clone(),
             )
         };
@@ -265,7 +266,7 @@ fn price(inputs: &LedgerInputs, nodes: &BTreeMap<NodeKey, &Node>) -> Priced {
         priced.billed += by_day(line.effective_cost, line.charge_period, window)
             .iter()
             .map(|(_, a)| a)
-            .sum::<f64>();
+            .sum::<Money>();
         let node = line_node(line, nodes);
         let Some(node) = node else {
             priced.shared_items.push(SharedItem {
@@ -291,7 +292,7 @@ fn price(inputs: &LedgerInputs, nodes: &BTreeMap<NodeKey, &Node>) -> Priced {
                     .push(PriceSegment { span, ..price });
             }
         }
-        if split.shared != 0.0 {
+        if !split.shared.is_zero() {
             let mut attributes = line.attributes.clone();
             attributes.insert("kind".into(), "node_overhead".into());
             attributes.insert("node".into(), node.node.clone());
@@ -307,7 +308,7 @@ fn price(inputs: &LedgerInputs, nodes: &BTreeMap<NodeKey, &Node>) -> Priced {
         priced.manual += by_day(cost.amount, cost.period, window)
             .iter()
             .map(|(_, a)| a)
-            .sum::<f64>();
+            .sum::<Money>();
         let attributes = [
             ("kind", "manual"),
             ("category", cost.category.as_str()),
@@ -459,77 +460,30 @@ fn journal_stage(
     priced: &Priced,
     rows: &[GpuHour],
 ) -> (Vec<CostEntry>, Balance) {
-    let mut entries = Vec::new();
-    let mut basis = DailyBasis::default();
-    let mut rate_card_cost = 0.0;
-    for row in rows {
-        let day = floor_day(row.hour);
-        let from_rate_card = matches!(
+    let from_rate_card = |row: &GpuHour| {
+        matches!(
             priced.prices.get(&(row.cluster.clone(), row.node.clone())),
             Some(NodePrice::RateCard(_))
-        );
-        if from_rate_card {
-            rate_card_cost += row.cost;
-        }
-        let source = if from_rate_card {
-            "rate_card"
-        } else {
-            "billing"
-        };
-        let mut entry = |team: Option<String>, bucket: String, amount: f64| {
-            if amount != 0.0 {
-                entries.push(CostEntry {
-                    day,
-                    team,
-                    bucket,
-                    rule: None,
-                    source: source.to_string(),
-                    amount,
-                });
+        )
+    };
+    let cost_entries = journal(
+        rows,
+        |row| {
+            if from_rate_card(row) {
+                "rate_card"
+            } else {
+                "billing"
             }
-        };
-        match &row.owner {
-            Some(owner) => {
-                entry(
-                    Some(owner.team.clone()),
-                    "direct".into(),
-                    row.class_costs.busy,
-                );
-                entry(
-                    Some(owner.team.clone()),
-                    "allocated_idle".into(),
-                    row.class_costs.allocated_idle,
-                );
-                *basis
-                    .direct_cost
-                    .entry((day, owner.team.clone()))
-                    .or_default() += row.cost;
-                *basis
-                    .gpu_hours
-                    .entry((day, owner.team.clone()))
-                    .or_default() += row.alloc_seconds / 3600.0;
-            }
-            None => {
-                if let Some(reason) = &row.reserved_reason {
-                    entry(None, format!("reserved:{reason}"), row.class_costs.reserved);
-                }
-                entry(None, "unexplained".into(), row.class_costs.unexplained);
-                entry(None, "fault".into(), row.class_costs.fault);
-            }
-        }
-    }
-    basis.usage = inputs.usage.clone();
-    entries.extend(amortize(
+        },
         &priced.shared_items,
         &inputs.rules,
-        &basis,
+        &inputs.usage,
         inputs.window,
-    ));
-    let cost_entries = consolidate(entries);
+    );
     let balance = Balance {
         billed: priced.billed,
         manual: priced.manual,
-        rate_card: rate_card_cost,
+        rate_card: rows.iter().filter(|r| from_rate_card(r)).map(|r| r.cost).sum(),
         accounted: cost_entries.iter().map(|e| e.amount).sum(),
     };
     (cost_entries, balance)

@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 
 use crate::allocation::Allocation;
+use crate::money::Money;
 use crate::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
 
 /// Defaults of DESIGN §5.
@@ -97,14 +98,33 @@ pub struct GpuTimeline<'a> {
     pub prices: Vec<PriceSegment>,
 }
 
-/// Cost by idle class of one row.
+/// Cost by idle class of one row: [`Money`], or the exact-as-floats sums of a row being filled.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct ClassCosts {
-    pub busy: f64,
-    pub allocated_idle: f64,
-    pub reserved: f64,
-    pub unexplained: f64,
-    pub fault: f64,
+pub struct ClassCosts<T = Money> {
+    pub busy: T,
+    pub allocated_idle: T,
+    pub reserved: T,
+    pub unexplained: T,
+    pub fault: T,
+}
+
+impl ClassCosts<f64> {
+    /// Each class rounded once to money, when the row is complete.
+    fn rounded(&self) -> ClassCosts {
+        ClassCosts {
+            busy: Money::from_f64(self.busy),
+            allocated_idle: Money::from_f64(self.allocated_idle),
+            reserved: Money::from_f64(self.reserved),
+            unexplained: Money::from_f64(self.unexplained),
+            fault: Money::from_f64(self.fault),
+        }
+    }
+}
+
+impl ClassCosts {
+    pub fn total(&self) -> Money {
+        self.busy + self.allocated_idle + self.reserved + self.unexplained + self.fault
+    }
 }
 
 /// Who a row belongs to. `None` for the unallocated part of the GPU.
@@ -134,8 +154,10 @@ pub struct GpuHour {
     /// Time-weighted over the allocated seconds that had telemetry; `None` when none had.
     pub sm_active: Option<f64>,
     pub energy_wh: f64,
-    pub cost: f64,
-    /// `cost` by idle class, exact even when the price changes inside the hour.
+    /// The sum of `class_costs`, exactly.
+    pub cost: Money,
+    /// `cost` by idle class, exact even when the price changes inside the hour: each class is
+    /// price × seconds over the row's pieces, rounded once to money.
     pub class_costs: ClassCosts,
 }
 
@@ -145,6 +167,7 @@ struct RowBuilder {
     row: GpuHour,
     sm_weighted: f64,
     sm_seconds: f64,
+    costs: ClassCosts<f64>,
 }
 
 impl GpuHour {
@@ -161,7 +184,7 @@ impl GpuHour {
     pub fn price_per_hour(&self) -> f64 {
         let seconds = self.seconds();
         if seconds > 0.0 {
-            self.cost / seconds * 3600.0
+            self.cost.to_f64() / seconds * 3600.0
         } else {
             0.0
         }
@@ -262,15 +285,14 @@ pub fn gpu_hours(
             match sm_active {
                 Some(v) if v < config.idle_threshold => {
                     entry.allocated_idle_seconds += held;
-                    entry.class_costs.allocated_idle += cost;
+                    builder.costs.allocated_idle += cost;
                 }
                 _ => {
                     entry.busy_seconds += held;
-                    entry.class_costs.busy += cost;
+                    builder.costs.busy += cost;
                 }
             }
             entry.energy_wh += power.unwrap_or(0.0) * held / 3600.0;
-            entry.cost += cost;
         }
         let free = seconds * (1.0 - total_share.min(1.0));
         if free > 0.0 {
@@ -285,26 +307,28 @@ pub fn gpu_hours(
                     .map(|(_, r)| r.clone())
                     .min()
             };
-            let entry = &mut row(&mut rows, timeline, hour, None, reason.clone()).row;
+            let builder = row(&mut rows, timeline, hour, None, reason.clone());
+            let (entry, costs) = (&mut builder.row, &mut builder.costs);
             let cost = free * price / 3600.0;
             let (seconds, class_cost) = match (fault, reason) {
-                (true, _) => (&mut entry.fault_seconds, &mut entry.class_costs.fault),
-                (false, Some(_)) => (&mut entry.reserved_seconds, &mut entry.class_costs.reserved),
-                (false, None) => (
-                    &mut entry.unexplained_seconds,
-                    &mut entry.class_costs.unexplained,
-                ),
+                (true, _) => (&mut entry.fault_seconds, &mut costs.fault),
+                (false, Some(_)) => (&mut entry.reserved_seconds, &mut costs.reserved),
+                (false, None) => (&mut entry.unexplained_seconds, &mut costs.unexplained),
             };
             *seconds += free;
             *class_cost += cost;
             entry.energy_wh += power.unwrap_or(0.0) * free / 3600.0;
-            entry.cost += cost;
         }
     }
     rows.into_values()
-        .map(|b| GpuHour {
-            sm_active: (b.sm_seconds > 0.0).then(|| b.sm_weighted / b.sm_seconds),
-            ..b.row
+        .map(|b| {
+            let class_costs = b.costs.rounded();
+            GpuHour {
+                sm_active: (b.sm_seconds > 0.0).then(|| b.sm_weighted / b.sm_seconds),
+                cost: class_costs.total(),
+                class_costs,
+                ..b.row
+            }
         })
         .collect()
 }

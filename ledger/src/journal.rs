@@ -4,12 +4,18 @@
 //! Buckets: `direct` (allocated and busy) and `allocated_idle` (allocated but idle — still the
 //! owner's; kept as its own bucket so it stays visible), `shared` (a pool spread by a rule),
 //! `reserved:<reason>`, `unexplained` and `fault` (unallocated GPU time, team `NULL`).
+//!
+//! Amounts are [`Money`]: a line is an exact sum of the rows' class costs (each rounded once
+//! when its row was costed) and of the parts of split pools, so the journal of the same rows
+//! and items is the same in whatever order they come.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::amortize::{Strategy, spread, weights};
+use crate::gpu_hours::GpuHour;
+use crate::money::Money;
 use crate::time::{MICROS_PER_DAY, Micros, Span, floor_day};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -21,7 +27,7 @@ pub struct CostEntry {
     pub rule: Option<String>,
     /// `billing`, `rate_card` or `manual`.
     pub source: String,
-    pub amount: f64,
+    pub amount: Money,
 }
 
 /// What a rule's pool is spread in proportion to.
@@ -86,7 +92,7 @@ pub fn glob_match(pattern: &str, value: &str) -> bool {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SharedItem {
     pub period: Span,
-    pub amount: f64,
+    pub amount: Money,
     pub source: String,
     /// What rules match on: FOCUS columns in snake_case, `tags.<key>`, `kind`, `category`, …
     pub attributes: BTreeMap<String, String>,
@@ -97,8 +103,7 @@ pub struct SharedItem {
 pub struct DailyBasis {
     pub direct_cost: BTreeMap<(Micros, String), f64>,
     pub gpu_hours: BTreeMap<(Micros, String), f64>,
-    /// measure → (day, team) → amount.
-    pub usage: BTreeMap<String, BTreeMap<(Micros, String), f64>>,
+    pub usage: UsageMeasures,
 }
 
 impl DailyBasis {
@@ -125,6 +130,84 @@ impl DailyBasis {
         }
         whole
     }
+}
+
+/// Usage measures for `usage` rules: measure → (day, team) → amount.
+pub type UsageMeasures = BTreeMap<String, BTreeMap<(Micros, String), f64>>;
+
+/// The journal of a window: each GPU-hour row's class costs on its owner's `direct` and
+/// `allocated_idle` lines or on the unallocated buckets (with the row's `source`), the shared
+/// items spread by the rules over the teams' direct cost, GPU-hours or usage, one line per key.
+/// The same rows and items in any order give the same lines.
+pub fn journal<'r>(
+    rows: &'r [GpuHour],
+    source_of: impl Fn(&GpuHour) -> &'static str,
+    items: &[SharedItem],
+    rules: &[SharedCostRule],
+    usage: &UsageMeasures,
+    window: Span,
+) -> Vec<CostEntry> {
+    // One canonical order, so that the float GPU-hours of the basis add alike every time.
+    let mut rows: Vec<&'r GpuHour> = rows.iter().collect();
+    rows.sort_by(|a, b| {
+        let key = |r: &'r GpuHour| {
+            (
+                &r.cluster,
+                &r.node,
+                r.gpu_index,
+                r.hour,
+                &r.owner,
+                &r.reserved_reason,
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    let mut entries = Vec::new();
+    let mut direct: BTreeMap<(Micros, String), Money> = BTreeMap::new();
+    let mut basis = DailyBasis::default();
+    for row in rows {
+        let day = floor_day(row.hour);
+        let source = source_of(row);
+        let mut entry = |team: Option<&String>, bucket: String, amount: Money| {
+            if !amount.is_zero() {
+                entries.push(CostEntry {
+                    day,
+                    team: team.cloned(),
+                    bucket,
+                    rule: None,
+                    source: source.to_string(),
+                    amount,
+                });
+            }
+        };
+        let costs = &row.class_costs;
+        match &row.owner {
+            Some(owner) => {
+                entry(Some(&owner.team), "direct".into(), costs.busy);
+                entry(
+                    Some(&owner.team),
+                    "allocated_idle".into(),
+                    costs.allocated_idle,
+                );
+                *direct.entry((day, owner.team.clone())).or_default() += row.cost;
+                *basis
+                    .gpu_hours
+                    .entry((day, owner.team.clone()))
+                    .or_default() += row.alloc_seconds / 3600.0;
+            }
+            None => {
+                if let Some(reason) = &row.reserved_reason {
+                    entry(None, format!("reserved:{reason}"), costs.reserved);
+                }
+                entry(None, "unexplained".into(), costs.unexplained);
+                entry(None, "fault".into(), costs.fault);
+            }
+        }
+    }
+    basis.direct_cost = direct.into_iter().map(|(k, v)| (k, v.to_f64())).collect();
+    basis.usage = usage.clone();
+    entries.extend(amortize(items, rules, &basis, window));
+    consolidate(entries)
 }
 
 /// Spreads shared items over days (in proportion to time) and over teams (by the first rule
@@ -166,7 +249,11 @@ pub fn amortize(
 
 /// The part of an amount spread evenly over `period` that falls in each day of `window`.
 /// An instant (empty period) inside the window counts whole on its day.
-pub fn by_day(amount: f64, period: Span, window: Span) -> Vec<(Micros, f64)> {
+///
+/// The whole period is split at once (largest remainder, by microseconds), cut at days and at
+/// the window's ends: the parts of all days add back to the amount exactly, and a day's part
+/// is the same whichever whole-day window asks for it.
+pub fn by_day(amount: Money, period: Span, window: Span) -> Vec<(Micros, Money)> {
     if period.is_empty() {
         return if window.contains(period.start) {
             vec![(floor_day(period.start), amount)]
@@ -174,15 +261,35 @@ pub fn by_day(amount: f64, period: Span, window: Span) -> Vec<(Micros, f64)> {
             vec![]
         };
     }
-    let inside = period.intersect(&window);
-    let mut parts = Vec::new();
-    let mut day = floor_day(inside.start);
-    while day < inside.end {
-        let part = inside.intersect(&Span::new(day, day + MICROS_PER_DAY));
-        if !part.is_empty() {
-            parts.push((day, amount * part.len() as f64 / period.len() as f64));
-        }
+    let mut pieces: Vec<Span> = Vec::new();
+    let mut day = floor_day(period.start);
+    while day < period.end {
+        let whole_day = Span::new(day, day + MICROS_PER_DAY);
+        let mut cuts = vec![whole_day.start, whole_day.end];
+        cuts.extend(
+            [window.start, window.end]
+                .into_iter()
+                .filter(|t| whole_day.contains(*t)),
+        );
+        cuts.sort_unstable();
+        pieces.extend(
+            cuts.windows(2)
+                .map(|w| Span::new(w[0], w[1]).intersect(&period))
+                .filter(|s| !s.is_empty()),
+        );
         day += MICROS_PER_DAY;
+    }
+    let weights: Vec<u64> = pieces.iter().map(|s| s.len() as u64).collect();
+    let mut parts: Vec<(Micros, Money)> = Vec::new();
+    for (piece, part) in pieces.iter().zip(amount.split(&weights)) {
+        if piece.intersect(&window).is_empty() {
+            continue;
+        }
+        let day = floor_day(piece.start);
+        match parts.last_mut() {
+            Some((last, sum)) if *last == day => *sum += part,
+            _ => parts.push((day, part)),
+        }
     }
     parts
 }
@@ -192,11 +299,11 @@ type EntryKey = (Micros, Option<String>, String, Option<String>, String);
 
 /// Sums entries with the same key, in key order.
 pub fn consolidate(entries: Vec<CostEntry>) -> Vec<CostEntry> {
-    let mut sums: BTreeMap<EntryKey, f64> = BTreeMap::new();
+    let mut sums: BTreeMap<EntryKey, Money> = BTreeMap::new();
     for e in entries {
         *sums
             .entry((e.day, e.team, e.bucket, e.rule, e.source))
-            .or_insert(0.0) += e.amount;
+            .or_default() += e.amount;
     }
     sums.into_iter()
         .map(|((day, team, bucket, rule, source), amount)| CostEntry {
@@ -214,28 +321,31 @@ pub fn consolidate(entries: Vec<CostEntry>) -> Vec<CostEntry> {
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Balance {
     /// Billing `effective_cost` in the window (lines prorated over their charge periods).
-    pub billed: f64,
-    pub manual: f64,
+    pub billed: Money,
+    pub manual: Money,
     /// GPU time of nodes without billing, priced by the rate card.
-    pub rate_card: f64,
+    pub rate_card: Money,
     /// The sum of the window's cost entries.
-    pub accounted: f64,
+    pub accounted: Money,
 }
 
 /// The relative tolerance of the balance.
 pub const BALANCE_TOLERANCE: f64 = 1e-6;
 
 impl Balance {
-    pub fn expected(&self) -> f64 {
+    pub fn expected(&self) -> Money {
         self.billed + self.manual + self.rate_card
     }
 
-    pub fn difference(&self) -> f64 {
+    pub fn difference(&self) -> Money {
         self.accounted - self.expected()
     }
 
+    /// Within the tolerance: a node line's GPU price is a float rate, so its rows' rounded costs
+    /// may differ from the line by a few 1e-12 per row.
     pub fn balances(&self) -> bool {
-        self.difference().abs() <= BALANCE_TOLERANCE * self.expected().abs().max(1.0)
+        self.difference().abs().to_f64()
+            <= BALANCE_TOLERANCE * self.expected().abs().to_f64().max(1.0)
     }
 }
 

@@ -6,6 +6,7 @@
 //! - `allocation.rs`: scheduler events → exact allocation intervals per GPU;
 //! - `price.rs`: node billing lines → GPU-hour prices and the node's shared remainder;
 //! - `gpu_hours.rs`: every GPU-second in one idle class for one owner, costed;
+//! - `money.rs`: exact decimal amounts, and splits that add back to the whole;
 //! - `amortize.rs`: spreading a pool over teams by strategy;
 //! - `usage.rs`: time-weighted averages, idle classes and unit costs, for SQL over any interval;
 //! - `journal.rs`: the cost journal (`cost_entries`) and the balance;
@@ -24,6 +25,7 @@ pub mod build;
 pub mod capacity;
 pub mod gpu_hours;
 pub mod journal;
+pub mod money;
 pub mod objects;
 pub mod price;
 pub mod shares;

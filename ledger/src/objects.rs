@@ -737,7 +737,7 @@ impl From<&ManualCostSpec> for ManualCost {
         ManualCost {
             name: spec.name.clone(),
             category: spec.category.clone(),
-            amount: spec.amount,
+            amount: crate::money::Money::from_f64(spec.amount),
             period: span(spec.from, spec.to),
         }
     }

@@ -130,10 +130,11 @@ pub struct SpotNode {
 /// line lacks it; `None` without lines.
 pub fn billed_in(lines: &[NodeLine], window: Span) -> Option<(f64, Option<f64>)> {
     let prorated = |amount: f64, period: Span| -> f64 {
-        by_day(amount, period, window)
+        by_day(crate::money::Money::from_f64(amount), period, window)
             .into_iter()
             .map(|(_, part)| part)
-            .fold(0.0, |total, part| total + part)
+            .sum::<crate::money::Money>()
+            .to_f64()
     };
     (!lines.is_empty()).then(|| {
         let effective = lines

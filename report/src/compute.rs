@@ -55,12 +55,12 @@ pub async fn weekly_report(
         .await?,
         utilization,
         balance: Balance {
-            billed: r6(b.billed),
-            manual: r6(b.manual),
-            rate_card: r6(b.rate_card),
-            expected: r6(b.expected()),
-            accounted: r6(b.accounted),
-            difference: r6(b.difference()),
+            billed: r6(b.billed.to_f64()),
+            manual: r6(b.manual.to_f64()),
+            rate_card: r6(b.rate_card.to_f64()),
+            expected: r6(b.expected().to_f64()),
+            accounted: r6(b.accounted.to_f64()),
+            difference: r6(b.difference().to_f64()),
             balanced: b.balances(),
         },
     })

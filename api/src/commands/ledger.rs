@@ -47,7 +47,7 @@ pub async fn run(lake: &Lake, args: LedgerArgs) -> Result<ExitCode, Box<dyn std:
                     b.billed,
                     b.manual,
                     b.rate_card,
-                    b.accounted + 0.0, // prints -0.0 as 0.00
+                    b.accounted,
                     if b.balances() {
                         "balanced"
                     } else {

@@ -78,12 +78,12 @@ pub async fn balance_report(
     Ok(Json(BalanceReport {
         from: params.from,
         to: params.to,
-        billed: b.billed,
-        manual: b.manual,
-        rate_card: b.rate_card,
-        expected: b.expected(),
-        accounted: b.accounted,
-        difference: b.difference(),
+        billed: b.billed.to_f64(),
+        manual: b.manual.to_f64(),
+        rate_card: b.rate_card.to_f64(),
+        expected: b.expected().to_f64(),
+        accounted: b.accounted.to_f64(),
+        difference: b.difference().to_f64(),
         balanced: b.balances(),
     }))
 }

@@ -283,9 +283,13 @@ async fn the_latest_billing_delivery_wins_whatever_its_bytes() {
         .unwrap();
     assert!(active.iter().all(|f| f.batch_id == first.batch_id));
     assert_eq!(active.iter().map(|f| f.rows).sum::<i64>(), 2);
-    // And once more: identical to the active delivery, nothing changes.
+    // And once more, a day later (over HTTP `at` is the arrival time): identical to the active
+    // delivery, nothing changes.
+    let mut later = options(Source::Focus);
+    later.context.at += chrono::TimeDelta::days(1);
+    let same = ingest(&lake, bytes(a.as_bytes()), later).await.unwrap();
     assert_eq!(
-        deliver(&a).await.outcome,
+        same.outcome,
         Outcome::AlreadyIngested {
             batch_id: first.batch_id
         }

@@ -120,7 +120,7 @@ fn inputs(
         .into_iter()
         .map(|(node, cost, period, matched)| BillingItem {
             charge_period: period,
-            effective_cost: cost,
+            effective_cost: Money::from_f64(cost),
             resource_id: matched.then(|| format!("arn:x/i-{}", node % nodes_v.len())),
             attributes: [(
                 "service_category".to_string(),
@@ -166,7 +166,7 @@ fn inputs(
             .map(|(amount, period)| ManualCost {
                 name: "m".into(),
                 category: "licenses".into(),
-                amount,
+                amount: Money::from_f64(amount),
                 period,
             })
             .collect(),

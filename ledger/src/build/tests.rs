@@ -86,7 +86,7 @@ pub(crate) fn worked_example() -> LedgerInputs {
     );
     let line = |cost: f64, resource: Option<&str>, pairs: &[(&str, &str)]| BillingItem {
         charge_period: day,
-        effective_cost: cost,
+        effective_cost: Money::from_f64(cost),
         resource_id: resource.map(str::to_string),
         attributes: attrs(pairs),
     };
@@ -138,7 +138,7 @@ pub(crate) fn worked_example() -> LedgerInputs {
         manual_costs: vec![ManualCost {
             name: "CUDA toolkit support".into(),
             category: "licenses".into(),
-            amount: 4.8,
+            amount: Money::from_f64(4.8),
             period: day,
         }],
         rules: vec![
@@ -172,7 +172,8 @@ fn total(entries: &[CostEntry], team: Option<&str>, bucket: &str) -> f64 {
         .iter()
         .filter(|e| e.team.as_deref() == team && e.bucket == bucket)
         .map(|e| e.amount)
-        .sum()
+        .sum::<Money>()
+        .to_f64()
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -208,17 +209,18 @@ fn the_worked_example_balances_with_every_bucket_filled() {
     }
     // Billed 96 + 9 + 6 = 111.00; manual 4.80; rate card 2 h × 1.20 = 2.40 → 118.20, all accounted.
     assert!(
-        close(out.balance.billed, 111.0)
-            && close(out.balance.manual, 4.8)
-            && close(out.balance.rate_card, 2.4)
+        close(out.balance.billed.to_f64(), 111.0)
+            && close(out.balance.manual.to_f64(), 4.8)
+            && close(out.balance.rate_card.to_f64(), 2.4)
     );
-    assert!(close(out.balance.accounted, 118.2), "{:?}", out.balance);
+    assert!(close(out.balance.accounted.to_f64(), 118.2), "{:?}", out.balance);
     assert!(out.balance.balances());
     let rule_of = |team: &str, rule: &str| {
         e.iter()
             .filter(|x| x.team.as_deref() == Some(team) && x.rule.as_deref() == Some(rule))
             .map(|x| x.amount)
-            .sum::<f64>()
+            .sum::<Money>()
+            .to_f64()
     };
     assert!(
         close(rule_of("nlp", "default"), 16.128)
@@ -292,7 +294,7 @@ fn late_telemetry_recomputes_only_the_hours_it_touches() {
         total(&after.cost_entries, Some("nlp"), "allocated_idle"),
         1.64
     ));
-    assert!(after.balance.balances() && close(after.balance.accounted, 118.2));
+    assert!(after.balance.balances() && close(after.balance.accounted.to_f64(), 118.2));
     // Recomputing every hour gives the same ledger (but for the GPU's UUID, which the kept rows
     // did not know yet) as recomputing the touched hours only.
     let without_uuid = |rows: &[GpuHour]| -> Vec<GpuHour> {

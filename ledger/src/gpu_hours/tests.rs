@@ -92,7 +92,7 @@ fn every_second_of_the_hour_lands_in_one_class() {
     // (0.50 × 900 + 0.01 × 900) / 1800 = 0.255
     assert!(close(team.sm_active.unwrap(), 0.255));
     // 300 W × 1800 s = 150 Wh; 1800 s × 0.001 = 1.80
-    assert!(close(team.energy_wh, 150.0) && close(team.cost, 1.8));
+    assert!(close(team.energy_wh, 150.0) && close(team.cost.to_f64(), 1.8));
 
     let warm = rows
         .iter()
@@ -100,7 +100,7 @@ fn every_second_of_the_hour_lands_in_one_class() {
         .unwrap();
     assert_eq!(warm.reserved_seconds, 900.0);
     // The last sample (00:29:30) stands for two minutes, to 00:31:30: 90 s at 300 W into the warm pool.
-    assert!(close(warm.energy_wh, 7.5) && close(warm.cost, 0.9));
+    assert!(close(warm.energy_wh, 7.5) && close(warm.cost.to_f64(), 0.9));
 
     let rest = rows
         .iter()
@@ -110,12 +110,12 @@ fn every_second_of_the_hour_lands_in_one_class() {
         (rest.unexplained_seconds, rest.fault_seconds),
         (600.0, 300.0)
     );
-    assert!(close(rest.cost, 0.9));
-    assert!(close(rest.class_costs.unexplained, 0.6) && close(rest.class_costs.fault, 0.3));
-    assert!(close(team.class_costs.busy, 0.9) && close(team.class_costs.allocated_idle, 0.9));
+    assert!(close(rest.cost.to_f64(), 0.9));
+    assert!(close(rest.class_costs.unexplained.to_f64(), 0.6) && close(rest.class_costs.fault.to_f64(), 0.3));
+    assert!(close(team.class_costs.busy.to_f64(), 0.9) && close(team.class_costs.allocated_idle.to_f64(), 0.9));
 
     assert_eq!(rows.iter().map(GpuHour::seconds).sum::<f64>(), 3600.0);
-    assert!(close(rows.iter().map(|r| r.cost).sum::<f64>(), 3.6));
+    assert!(close(rows.iter().map(|r| r.cost).sum::<Money>().to_f64(), 3.6));
 }
 
 #[test]
@@ -133,7 +133,7 @@ fn four_quarter_shares_for_an_hour_are_one_gpu_hour() {
     for row in &rows {
         // 0.25 × 3600 s = 900 s each; 0.25 GPU-hours × 2.00 = 0.50 each; no telemetry → busy.
         assert_eq!((row.alloc_seconds, row.busy_seconds), (900.0, 900.0));
-        assert!(close(row.cost, 0.5));
+        assert!(close(row.cost.to_f64(), 0.5));
         assert_eq!(row.sm_active, None);
     }
 }
@@ -198,7 +198,7 @@ fn a_price_change_inside_the_hour_is_honoured() {
     let rows = gpu_hours(&t, &ClassifyConfig::default(), owner);
     // 0.5 h × 1.00 + 0.5 h × 3.00 = 2.00, i.e. an average of 2.00 per hour.
     assert_eq!(rows.len(), 1);
-    assert!(close(rows[0].cost, 2.0) && close(rows[0].price_per_hour(), 2.0));
+    assert!(close(rows[0].cost.to_f64(), 2.0) && close(rows[0].price_per_hour(), 2.0));
     assert_eq!(rows[0].unexplained_seconds, 3600.0);
 }
 
@@ -211,7 +211,7 @@ fn only_seconds_the_gpu_existed_are_counted() {
     t.existence = vec![Span::new(0, 1800 * S)];
     let rows = gpu_hours(&t, &ClassifyConfig::default(), owner);
     assert_eq!(rows.iter().map(GpuHour::seconds).sum::<f64>(), 1800.0);
-    assert!(close(rows[0].cost, 0.5));
+    assert!(close(rows[0].cost.to_f64(), 0.5));
 }
 
 #[test]

@@ -135,7 +135,10 @@ fn rate_cards_manual_costs_and_the_label_policy() {
     let cost = parsed(manual_cost());
     assert_eq!(cost.name, "slurm-license-2024-09");
     let cost = ManualCost::from(&cost.spec_as::<ManualCostSpec>().unwrap());
-    assert_eq!((cost.amount, cost.category.as_str()), (720.5, "licenses"));
+    assert_eq!(
+        (cost.amount, cost.category.as_str()),
+        ("720.5".parse().unwrap(), "licenses")
+    );
     assert_eq!(
         cost.period.len(),
         30 * 24 * MICROS_PER_HOUR,

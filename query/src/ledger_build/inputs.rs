@@ -4,12 +4,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::datatypes::{Float64Type, Int32Type, TimestampMicrosecondType};
+use arrow::datatypes::{Decimal128Type, Float64Type, Int32Type, TimestampMicrosecondType};
 use chrono::DateTime;
 use datafusion::prelude::SessionContext;
 use gpuledger_ledger::allocation::{Allocation, Event, EventKind, Labels, PodGpus};
 use gpuledger_ledger::build::{BillingItem, GpuTelemetry};
 use gpuledger_ledger::gpu_hours::{ClassCosts, GpuHour, Owner, UsageSample, usage_measure};
+use gpuledger_ledger::money::Money;
 use gpuledger_ledger::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
 
 use crate::error::QueryError;
@@ -43,6 +44,11 @@ impl<'a> Columns<'a> {
     fn f64(&self, name: &str, row: usize) -> Option<f64> {
         let c = self.col(name).as_primitive::<Float64Type>();
         c.is_valid(row).then(|| c.value(row))
+    }
+    /// A `Decimal128(_, 12)` money column, exactly.
+    fn money(&self, name: &str, row: usize) -> Option<Money> {
+        let c = self.col(name).as_primitive::<Decimal128Type>();
+        c.is_valid(row).then(|| Money::from_units(c.value(row)))
     }
     fn i32(&self, name: &str, row: usize) -> Option<i32> {
         let c = self.col(name).as_primitive::<Int32Type>();
@@ -347,7 +353,7 @@ pub async fn billing(ctx: &SessionContext, window: Span) -> Result<Vec<BillingIt
     ];
     let sql = format!(
         "SELECT charge_period_start, coalesce(charge_period_end, charge_period_start) AS charge_period_end,
-                CAST(effective_cost AS DOUBLE) AS effective_cost, resource_id, tags, {}
+                effective_cost, resource_id, tags, {}
          FROM billing_lines
          WHERE charge_period_start < {} AND coalesce(charge_period_end, charge_period_start) >= {}",
         RULE_COLUMNS.join(", "),
@@ -382,7 +388,7 @@ pub async fn billing(ctx: &SessionContext, window: Span) -> Result<Vec<BillingIt
                     c.ts("charge_period_start", row).expect("not null"),
                     c.ts("charge_period_end", row).expect("coalesced"),
                 ),
-                effective_cost: c.f64("effective_cost", row).unwrap_or(0.0),
+                effective_cost: c.money("effective_cost", row).unwrap_or_default(),
                 resource_id: c.str("resource_id", row),
                 attributes,
             });
@@ -486,13 +492,13 @@ pub async fn stored_gpu_hours(
                 fault_seconds: f("fault_seconds", row),
                 sm_active: c.f64("sm_active", row),
                 energy_wh: f("energy_wh", row),
-                cost: f("cost", row),
+                cost: Money::from_f64(f("cost", row)),
                 class_costs: ClassCosts {
-                    busy: f("cost_busy", row),
-                    allocated_idle: f("cost_allocated_idle", row),
-                    reserved: f("cost_reserved", row),
-                    unexplained: f("cost_unexplained", row),
-                    fault: f("cost_fault", row),
+                    busy: Money::from_f64(f("cost_busy", row)),
+                    allocated_idle: Money::from_f64(f("cost_allocated_idle", row)),
+                    reserved: Money::from_f64(f("cost_reserved", row)),
+                    unexplained: Money::from_f64(f("cost_unexplained", row)),
+                    fault: Money::from_f64(f("cost_fault", row)),
                 },
             });
         }

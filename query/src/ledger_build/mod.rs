@@ -29,6 +29,7 @@ use gpuledger_ledger::build::{
 };
 use gpuledger_ledger::gpu_hours::ClassifyConfig;
 use gpuledger_ledger::journal::{Balance, SharedCostRule, by_day};
+use gpuledger_ledger::money::Money;
 use gpuledger_ledger::objects::{
     LabelPolicy, ManualCostSpec, Object, RateCardSpec, ReservationSpec, SharedCostRuleSpec, Spec,
     sort_objects,
@@ -429,24 +430,16 @@ pub async fn balance(
 ) -> Result<Balance, QueryError> {
     let ctx = new_session(lake)?;
     let billing = inputs::billing(&ctx, window).await?;
-    let billed: f64 = billing
+    let billed: Money = billing
         .iter()
-        .map(|l| {
-            by_day(l.effective_cost, l.charge_period, window)
-                .iter()
-                .map(|(_, a)| a)
-                .sum::<f64>()
-        })
+        .flat_map(|l| by_day(l.effective_cost, l.charge_period, window))
+        .map(|(_, a)| a)
         .sum();
-    let manual: f64 = declared
+    let manual: Money = declared
         .manual_costs
         .iter()
-        .map(|m| {
-            by_day(m.amount, m.period, window)
-                .iter()
-                .map(|(_, a)| a)
-                .sum::<f64>()
-        })
+        .flat_map(|m| by_day(m.amount, m.period, window))
+        .map(|(_, a)| a)
         .sum();
     let seconds = inputs::gpu_seconds(&ctx, window).await?;
     // Nodes a build found only in telemetry or events are priced as it prices them.
@@ -460,7 +453,7 @@ pub async fn balance(
             nodes.push(undeclared_node(cluster, node, 0));
         }
     }
-    let mut rate_card = 0.0;
+    let mut rate_card = Money::ZERO;
     let mut rates = BTreeMap::new();
     for ((day, cluster, node), seconds) in &seconds {
         let rates = rates.entry(*day).or_insert_with(|| {
@@ -472,7 +465,7 @@ pub async fn balance(
             )
         });
         if let Some(rate) = rates.get(&(cluster.clone(), node.clone())) {
-            rate_card += rate * seconds / 3600.0;
+            rate_card += Money::from_f64(rate * seconds / 3600.0);
         }
     }
     let sums = ctx
@@ -485,10 +478,12 @@ pub async fn balance(
         .await?
         .collect()
         .await?;
-    let accounted = sums[0]
-        .column(0)
-        .as_primitive::<arrow::datatypes::Float64Type>()
-        .value(0);
+    let accounted = Money::from_f64(
+        sums[0]
+            .column(0)
+            .as_primitive::<arrow::datatypes::Float64Type>()
+            .value(0),
+    );
     Ok(Balance {
         billed,
         manual,

@@ -47,12 +47,12 @@ pub fn gpu_hours_batch(rows: &[GpuHour]) -> RecordBatch {
         Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.sm_active))),
         floats(rows.iter().map(|r| r.energy_wh)),
         floats(rows.iter().map(GpuHour::price_per_hour)),
-        floats(rows.iter().map(|r| r.cost)),
-        floats(rows.iter().map(|r| r.class_costs.busy)),
-        floats(rows.iter().map(|r| r.class_costs.allocated_idle)),
-        floats(rows.iter().map(|r| r.class_costs.reserved)),
-        floats(rows.iter().map(|r| r.class_costs.unexplained)),
-        floats(rows.iter().map(|r| r.class_costs.fault)),
+        floats(rows.iter().map(|r| r.cost.to_f64())),
+        floats(rows.iter().map(|r| r.class_costs.busy.to_f64())),
+        floats(rows.iter().map(|r| r.class_costs.allocated_idle.to_f64())),
+        floats(rows.iter().map(|r| r.class_costs.reserved.to_f64())),
+        floats(rows.iter().map(|r| r.class_costs.unexplained.to_f64())),
+        floats(rows.iter().map(|r| r.class_costs.fault.to_f64())),
     ];
     RecordBatch::try_new(Table::GpuHours.schema(), columns)
         .expect("columns match the gpu_hours schema")
@@ -65,7 +65,7 @@ pub fn cost_entries_batch(entries: &[CostEntry], currency: &str) -> RecordBatch 
         texts(entries.iter().map(|e| Some(e.bucket.as_str()))),
         texts(entries.iter().map(|e| e.rule.as_deref())),
         texts(entries.iter().map(|e| Some(e.source.as_str()))),
-        floats(entries.iter().map(|e| e.amount)),
+        floats(entries.iter().map(|e| e.amount.to_f64())),
         texts(entries.iter().map(|_| Some(currency))),
     ];
     RecordBatch::try_new(Table::CostEntries.schema(), columns)
