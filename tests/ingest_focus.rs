@@ -64,7 +64,10 @@ fn the_real_focus_sample_sums_to_the_cent_and_lands_once() {
         assert_eq!(row["n"], 1000);
 
         let again = ledger.ingest_ok("focus", &path, &[]);
-        assert!(again.contains("already ingested"), "{again}");
+        assert!(
+            again.contains("identical to the active delivery: nothing changed"),
+            "{again}"
+        );
         let row = &ledger.sql(SUMS)[0];
         assert_eq!(
             (
@@ -159,6 +162,132 @@ fn a_corrected_delivery_replaces_its_billing_period_only() {
             ledger.scalar("select count(*) from system.files where not active"),
             2,
             "A/Sept's two day files are retired, not deleted"
+        );
+    }
+}
+
+/// The balance line of `ledger build` for 2026-11-02 of the worked example.
+fn build_day(ledger: &crate::support::Ledger) -> String {
+    let out = ledger.run(&[
+        "ledger",
+        "build",
+        "--from",
+        "2026-11-02",
+        "--to",
+        "2026-11-02",
+    ]);
+    assert!(out.status.success(), "{}", crate::support::describe(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn an_earlier_bill_delivered_again_after_a_newer_one_wins_again() {
+    for ledger in ledgers() {
+        // A: the worked example's November bill (n1 96.00 + transfer 9.00 + bucket 6.00).
+        crate::golden::load_worked_example(&ledger);
+        let a = crate::golden::example("billing.csv");
+        // B: the same account and period restated, n1 at 120.00.
+        let b = ledger.dir.path().join("restated.csv");
+        let text = std::fs::read_to_string(&a).unwrap();
+        std::fs::write(&b, text.replace(",96.00,96.00,", ",120.00,120.00,")).unwrap();
+        let billed = |ledger: &crate::support::Ledger| {
+            decimal(&ledger.scalar(
+                "select cast(sum(billed_cost) as varchar) from billing_lines \
+                 where billing_account_id = 'demo-account'",
+            ))
+        };
+        let out = ledger.ingest_ok("focus", &b, &[]);
+        assert!(out.contains("3 rows of an earlier delivery"), "{out}");
+        assert_eq!(billed(&ledger), "135".parse::<Decimal>().unwrap());
+        assert!(build_day(&ledger).contains("billed 135.00"));
+
+        // A again, byte for byte: the latest delivery of the period is A's, whatever batch
+        // first landed those bytes. 111.00 = 96 + 9 + 6.
+        let out = ledger.ingest_ok("focus", &a, &[]);
+        assert!(
+            out.contains(
+                "re-delivery of an earlier delivery (batch 2026" // the batch id's date
+            ) && out.contains("active again, 3 rows restored, 3 rows replaced"),
+            "[{}] {out}",
+            ledger.backend
+        );
+        assert_eq!(billed(&ledger), "111".parse::<Decimal>().unwrap());
+        assert_eq!(ledger.scalar("select count(*) from billing_lines"), 3);
+        // The ledger sees the change: 111.00 billed + 4.80 manual + 2.40 rate card.
+        let out = build_day(&ledger);
+        assert!(
+            out.contains(
+                "billed 111.00 + manual 4.80 + rate card 2.40 = accounted 118.20 (balanced)"
+            ),
+            "[{}] {out}",
+            ledger.backend
+        );
+
+        // A once more: identical to the active delivery, nothing changes, nothing to rebuild.
+        let out = ledger.ingest_ok("focus", &a, &[]);
+        assert!(
+            out.contains("identical to the active delivery: nothing changed"),
+            "{out}"
+        );
+        assert_eq!(billed(&ledger), "111".parse::<Decimal>().unwrap());
+        assert!(build_day(&ledger).contains("ledger is up to date"));
+    }
+}
+
+#[test]
+fn over_http_a_redelivery_says_whether_it_changed_anything() {
+    for ledger in ledgers() {
+        let collector = ledger.token("ingest", None);
+        let server = ledger.serve(&[]);
+        let post = |body: String| -> serde_json::Value {
+            let response = server
+                .http
+                .post(server.url("/v1/ingest/focus"))
+                .bearer_auth(&collector)
+                .body(body)
+                .send()
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 202);
+            response.json().unwrap()
+        };
+        // A: account A's September, 100 + 50; B: the same period restated, 120.
+        let a = [
+            HEADER.to_string(),
+            line("A", "2026-09", 1, "100.00", "i-1"),
+            line("A", "2026-09", 2, "50.00", "i-1"),
+        ]
+        .concat();
+        let b = [HEADER.to_string(), line("A", "2026-09", 1, "120.00", "i-1")].concat();
+        let first = post(a.clone());
+        assert_eq!(
+            (&first["outcome"], &first["message"]),
+            (&json!("landed"), &json!("landed 2 rows"))
+        );
+        assert_eq!(post(b)["rows_replaced"], 2);
+        let again = post(a.clone());
+        let expected = format!(
+            "re-delivery of an earlier delivery (batch {}): active again, 2 rows restored, 1 rows replaced",
+            first["batch_id"].as_str().unwrap()
+        );
+        assert_eq!(
+            (
+                &again["outcome"],
+                &again["message"],
+                &again["rows_replaced"]
+            ),
+            (&json!("reactivated"), &json!(expected), &json!(1)),
+            "[{}] {again}",
+            ledger.backend
+        );
+        assert_eq!(again["batch_id"], first["batch_id"]);
+        let same = post(a);
+        assert_eq!(
+            (&same["outcome"], &same["duplicate"]),
+            (&json!("unchanged"), &json!(true))
+        );
+        assert_eq!(
+            ledger.scalar("select cast(sum(billed_cost) as double) from billing_lines"),
+            150.0
         );
     }
 }
