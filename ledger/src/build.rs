@@ -162,8 +162,15 @@ pub fn rebuild(inputs: &LedgerInputs, hours: &[Span], kept: Vec<GpuHour>) -> Led
     let priced = price(inputs, &nodes);
     let (allocations, mut rows, warnings) = gpu_hours_stage(inputs, &nodes, &priced, hours);
     rows.extend(kept);
+    // A total order, so that kept and recomputed rows journal alike whatever their origin.
     rows.sort_by(|a, b| {
-        (&a.cluster, &a.node, a.gpu_index, a.hour).cmp(&(&b.cluster, &b.node, b.gpu_index, b.hour))
+        let key = |r: &GpuHour| {
+            (
+                (&r.cluster, &r.node, r.gpu_index, r.hour),
+                (&r.owner, &r.reserved_reason),
+            )
+        };
+        key(a).cmp(&key(b))
     });
     let (cost_entries, balance) = journal_stage(inputs, &priced, &rows);
     LedgerOutput {
@@ -483,7 +490,11 @@ fn journal_stage(
     let balance = Balance {
         billed: priced.billed,
         manual: priced.manual,
-        rate_card: rows.iter().filter(|r| from_rate_card(r)).map(|r| r.cost).sum(),
+        rate_card: rows
+            .iter()
+            .filter(|r| from_rate_card(r))
+            .map(|r| r.cost)
+            .sum(),
         accounted: cost_entries.iter().map(|e| e.amount).sum(),
     };
     (cost_entries, balance)

@@ -122,8 +122,7 @@ pub async fn telemetry(
     max_sample_gap: Micros,
 ) -> Result<HashMap<(String, String, u32), GpuTelemetry>, QueryError> {
     let sql = format!(
-        "SELECT cluster, node, gpu_index, namespace, pod, ts, max(gpu_uuid) AS gpu_uuid,
-                max(sm_active) AS sm_active, max(gr_engine_active) AS gr_engine_active,
+        "SELECT cluster, node, gpu_index, namespace, pod, ts, max(sm_active) AS sm_active, max(gr_engine_active) AS gr_engine_active,
                 max(gpu_util) AS gpu_util, max(power_w) AS power_w
          FROM gpu_samples WHERE {}
          GROUP BY cluster, node, gpu_index, mig_instance, gpu_uuid, namespace, pod, container, ts
@@ -140,9 +139,6 @@ pub async fn telemetry(
                 c.i32("gpu_index", row).expect("filtered") as u32,
             );
             let entry = telemetry.entry(key).or_default();
-            if entry.gpu_uuid.is_none() {
-                entry.gpu_uuid = c.str("gpu_uuid", row);
-            }
             let reading = UsageSample {
                 ts: c.ts("ts", row).expect("ts is not null"),
                 sm_active: usage_measure(
@@ -221,32 +217,57 @@ async fn xid_readings(
     Ok(readings)
 }
 
-/// Which GPUs dcgm-exporter saw each pod on in the window.
-pub async fn pod_gpus(ctx: &SessionContext, window: Span) -> Result<PodGpus, QueryError> {
+/// What the window's telemetry says of each GPU, whatever hours are rebuilt: which pods
+/// dcgm-exporter saw on it, and its UUID (the least, should it report several), so that every
+/// row of a GPU names the same UUID however its hours were built.
+pub struct GpuIdentities {
+    pub pod_gpus: PodGpus,
+    pub uuids: HashMap<(String, String, u32), String>,
+}
+
+pub async fn gpu_identities(
+    ctx: &SessionContext,
+    window: Span,
+) -> Result<GpuIdentities, QueryError> {
     let sql = format!(
-        "SELECT DISTINCT cluster, node, namespace, pod, gpu_index FROM gpu_samples
-         WHERE {} AND namespace IS NOT NULL AND pod IS NOT NULL",
+        "SELECT DISTINCT cluster, node, gpu_index, gpu_uuid, namespace, pod FROM gpu_samples
+         WHERE {} AND (gpu_uuid IS NOT NULL OR (namespace IS NOT NULL AND pod IS NOT NULL))",
         gpu_rows(window)
     );
-    let mut pod_gpus = PodGpus::new();
+    let mut identities = GpuIdentities {
+        pod_gpus: PodGpus::new(),
+        uuids: HashMap::new(),
+    };
     for batch in query(ctx, &sql).await? {
         let c = Columns(&batch);
         for row in 0..batch.num_rows() {
-            let key = (
-                c.str("cluster", row).unwrap_or_default(),
-                c.str("node", row).expect("filtered"),
-                c.str("namespace", row).expect("filtered"),
-                c.str("pod", row).expect("filtered"),
-            );
-            let gpus = pod_gpus.entry(key).or_default();
+            let cluster = c.str("cluster", row).unwrap_or_default();
+            let node = c.str("node", row).expect("filtered");
             let gpu = c.i32("gpu_index", row).expect("filtered") as u32;
-            if !gpus.contains(&gpu) {
-                gpus.push(gpu);
-                gpus.sort_unstable();
+            if let Some(uuid) = c.str("gpu_uuid", row) {
+                identities
+                    .uuids
+                    .entry((cluster.clone(), node.clone(), gpu))
+                    .and_modify(|known| {
+                        if uuid < *known {
+                            known.clone_from(&uuid)
+                        }
+                    })
+                    .or_insert(uuid);
+            }
+            if let (Some(namespace), Some(pod)) = (c.str("namespace", row), c.str("pod", row)) {
+                let gpus = identities
+                    .pod_gpus
+                    .entry((cluster, node, namespace, pod))
+                    .or_default();
+                if !gpus.contains(&gpu) {
+                    gpus.push(gpu);
+                    gpus.sort_unstable();
+                }
             }
         }
     }
-    Ok(pod_gpus)
+    Ok(identities)
 }
 
 /// Whether the day's stored allocations and `allocations` (both clipped to `window`) differ only
@@ -257,7 +278,15 @@ pub async fn allocations_unchanged_outside(
     allocations: &[Allocation],
     dirty: &[Span],
 ) -> Result<bool, QueryError> {
-    type Key = (String, String, u32, Micros, Micros, [Option<String>; 4], u64);
+    type Key = (
+        String,
+        String,
+        u32,
+        Micros,
+        Micros,
+        [Option<String>; 4],
+        u64,
+    );
     let key = |a: &Allocation, span: Span| -> Key {
         (
             a.cluster.clone(),

@@ -27,7 +27,7 @@ use gpuledger_ledger::build::{
     LedgerInputs, ManualCost, Node, RateCardEntry, Reservation, rate_card_rates, rebuild,
     resolve_team,
 };
-use gpuledger_ledger::gpu_hours::ClassifyConfig;
+use gpuledger_ledger::gpu_hours::{ClassifyConfig, GpuHour};
 use gpuledger_ledger::journal::{Balance, SharedCostRule, by_day};
 use gpuledger_ledger::money::Money;
 use gpuledger_ledger::objects::{
@@ -254,12 +254,13 @@ async fn build_day(
     config: &ClassifyConfig,
 ) -> Result<DayReport, QueryError> {
     let started_at = Utc::now().timestamp_micros();
+    let identities = inputs::gpu_identities(ctx, window).await?;
     let mut inputs = LedgerInputs {
         window,
         nodes: declared.nodes.clone(),
         events: inputs::events(ctx, window).await?,
         telemetry: Default::default(),
-        pod_gpus: inputs::pod_gpus(ctx, window).await?,
+        pod_gpus: identities.pod_gpus,
         reservations: declared.reservations.clone(),
         billing: inputs::billing(ctx, window).await?,
         manual_costs: declared.manual_costs.clone(),
@@ -284,6 +285,9 @@ async fn build_day(
         );
         inputs.telemetry =
             inputs::telemetry(ctx, recomputed, window, config.max_sample_gap).await?;
+        for (key, telemetry) in &mut inputs.telemetry {
+            telemetry.gpu_uuid = identities.uuids.get(key).cloned();
+        }
         inputs.nodes.truncate(declared_nodes);
         let whole_day = dirty == [window];
         let kept: Vec<_> = if whole_day {
@@ -292,7 +296,13 @@ async fn build_day(
             stored
                 .iter()
                 .filter(|r| !dirty.iter().any(|d| d.contains(r.hour)))
-                .cloned()
+                .map(|r| GpuHour {
+                    gpu_uuid: identities
+                        .uuids
+                        .get(&(r.cluster.clone(), r.node.clone(), r.gpu_index))
+                        .cloned(),
+                    ..r.clone()
+                })
                 .collect()
         };
         let kept_gpus: Vec<_> = kept

@@ -1,0 +1,240 @@
+//! Usage as dcgm-exporter reports it, end to end through `gpuledger ingest` and `ledger build`
+//! (issue 14 §0, §2, §7): MIG instances measured apart, one measure per reading whatever the
+//! order of the exposition, and XID faults.
+
+use std::fmt::Write as _;
+
+use crate::support::{Ledger, describe, ledgers};
+
+fn run_ok(ledger: &Ledger, args: &[&str]) -> String {
+    let out = ledger.run(args);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", describe(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Declares a one-GPU H100 node priced by the rate card at `price` per GPU-hour.
+fn declare_node(ledger: &Ledger, node: &str, price: &str) {
+    let objects = ledger.dir.path().join(format!("{node}.yaml"));
+    std::fs::write(
+        &objects,
+        format!(
+            "kind: node\nspec: {{cluster: demo, node: {node}, gpu_count: 1, gpu_model: NVIDIA H100 80GB HBM3}}\n\
+             ---\nkind: rate_card\nspec: {{gpu_model: NVIDIA H100 80GB HBM3, capacity_type: on_demand, price_per_gpu_hour: {price}}}\n"
+        ),
+    )
+    .unwrap();
+    run_ok(ledger, &["apply", objects.to_str().unwrap()]);
+}
+
+fn ingest_text(ledger: &Ledger, source: &str, name: &str, text: &str) {
+    let path = ledger.dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    run_ok(
+        ledger,
+        &[
+            "ingest",
+            source,
+            path.to_str().unwrap(),
+            "--cluster",
+            "demo",
+        ],
+    );
+}
+
+/// A number of a JSON result, written as a number or (a decimal) as a string.
+fn num(value: &serde_json::Value) -> f64 {
+    value
+        .as_f64()
+        .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
+        .unwrap_or_else(|| panic!("not a number: {value}"))
+}
+
+fn build(ledger: &Ledger) {
+    run_ok(
+        ledger,
+        &[
+            "ledger",
+            "build",
+            "--from",
+            "2026-11-02",
+            "--to",
+            "2026-11-02",
+        ],
+    );
+}
+
+/// 2026-11-02T00:00:00Z in milliseconds, plus `seconds`.
+fn ms(seconds: i64) -> i64 {
+    (1_793_577_600 + seconds) * 1000
+}
+
+/// An H100 cut into seven 1g.10gb instances, one pod of team vision on each from 01:00 to 02:00.
+/// dcgm-exporter labels each instance's series with its pod; p0 and p1 are busy (SM 0.8), the five
+/// others are zombies (0.0). Each pod holds 1/7 of the GPU for an hour: 3600 / 7 = 514.29 s.
+/// At 7.00 per GPU-hour that is 1.00 per pod: vision's direct cost is 2.00 and its allocated
+/// idle 5.00. Measured by the GPU's average (1.6 / 7 = 0.229) every pod was busy: 7.00 direct.
+#[test]
+fn mig_instances_are_measured_apart() {
+    for ledger in ledgers() {
+        declare_node(&ledger, "h1", "7.00");
+        let mut events = String::new();
+        for pod in 0..7 {
+            for (ts, kind) in [("01:00:00", "start"), ("02:00:00", "stop")] {
+                writeln!(
+                    events,
+                    r#"{{"ts":"2026-11-02T{ts}Z","event":"{kind}","cluster":"demo","node":"h1","namespace":"ml","workload":"w{pod}","pod":"p{pod}","gpus":1,"gpu_indices":[0],"mig_profile":"1g.10gb","labels":{{"team":"vision"}}}}"#
+                )
+                .unwrap();
+            }
+        }
+        ingest_text(&ledger, "events", "mig-events.jsonl", &events);
+        // Family-grouped: every SM line of every scrape, then every power line.
+        let mut text = String::new();
+        for family in ["DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_POWER_USAGE"] {
+            for t in (3600..7200).step_by(30) {
+                for pod in 0..7 {
+                    let value = match (family, pod) {
+                        ("DCGM_FI_DEV_POWER_USAGE", _) => "200",
+                        (_, 0 | 1) => "0.8",
+                        _ => "0",
+                    };
+                    writeln!(
+                        text,
+                        r#"{family}{{gpu="0",UUID="GPU-h1-0",GPU_I_ID="{pod}",GPU_I_PROFILE="1g.10gb",Hostname="h1",namespace="ml",pod="p{pod}"}} {value} {}"#,
+                        ms(t)
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        ingest_text(&ledger, "dcgm", "mig.prom", &text);
+        build(&ledger);
+        let rows = ledger.sql(
+            "SELECT workload, round(busy_seconds, 2) AS busy, round(allocated_idle_seconds, 2) AS idle,
+                    round(sm_active, 3) AS sm
+             FROM gpu_hours WHERE team = 'vision' ORDER BY workload",
+        );
+        let got: Vec<(String, f64, f64, f64)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r["workload"].as_str().unwrap().to_string(),
+                    r["busy"].as_f64().unwrap(),
+                    r["idle"].as_f64().unwrap(),
+                    r["sm"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        let expected: Vec<(String, f64, f64, f64)> = (0..7)
+            .map(|pod| {
+                let (busy, idle, sm) = if pod < 2 {
+                    (514.29, 0.0, 0.8)
+                } else {
+                    (0.0, 514.29, 0.0)
+                };
+                (format!("w{pod}"), busy, idle, sm)
+            })
+            .collect();
+        assert_eq!(got, expected, "[{}]", ledger.backend);
+        let money = ledger.sql(
+            "SELECT bucket, round(sum(amount), 6) AS amount FROM cost_entries
+             WHERE team = 'vision' GROUP BY bucket ORDER BY bucket",
+        );
+        let money: Vec<(String, f64)> = money
+            .iter()
+            .map(|r| (r["bucket"].as_str().unwrap().to_string(), num(&r["amount"])))
+            .collect();
+        assert_eq!(
+            money,
+            [
+                ("allocated_idle".to_string(), 5.0),
+                ("direct".to_string(), 2.0)
+            ],
+            "[{}]",
+            ledger.backend
+        );
+    }
+}
+
+/// An idle GPU seen every minute from 00:00 to 06:00 reports XID 79 (fallen off the bus) from
+/// 02:00 until its reset at 03:00, then 0 again. Hour 02 is `fault` (3600 s, 2.00 at 2.00 per
+/// GPU-hour); the other five hours are `unexplained` (10.00). The readings come scrape-grouped
+/// in one file and family-grouped in another: the same ledger.
+#[test]
+fn an_xid_79_is_fault_time() {
+    for family_grouped in [false, true] {
+        for ledger in ledgers() {
+            declare_node(&ledger, "h2", "2.00");
+            let mut lines: Vec<(usize, i64, String)> = Vec::new();
+            for t in (0..6 * 3600).step_by(60) {
+                let xid = if (2 * 3600..3 * 3600).contains(&t) {
+                    79
+                } else {
+                    0
+                };
+                for (family, name, value) in [
+                    (0, "DCGM_FI_DEV_XID_ERRORS", xid.to_string()),
+                    (1, "DCGM_FI_PROF_SM_ACTIVE", "0".to_string()),
+                    (2, "DCGM_FI_DEV_POWER_USAGE", "60".to_string()),
+                ] {
+                    lines.push((
+                        family,
+                        t,
+                        format!(
+                            r#"{name}{{gpu="0",UUID="GPU-h2-0",Hostname="h2"}} {value} {}"#,
+                            ms(t)
+                        ),
+                    ));
+                }
+            }
+            if family_grouped {
+                lines.sort_by_key(|(family, t, _)| (*family, *t));
+            }
+            let text: String = lines.iter().map(|(_, _, l)| format!("{l}\n")).collect();
+            ingest_text(&ledger, "dcgm", "xid.prom", &text);
+            build(&ledger);
+            let hours = ledger.sql(
+                "SELECT extract(hour FROM hour) AS h, sum(fault_seconds) AS fault,
+                        sum(unexplained_seconds) AS unexplained
+                 FROM gpu_hours GROUP BY 1 ORDER BY 1",
+            );
+            let hours: Vec<(i64, f64, f64)> = hours
+                .iter()
+                .map(|r| {
+                    (
+                        r["h"].as_f64().unwrap() as i64,
+                        r["fault"].as_f64().unwrap(),
+                        r["unexplained"].as_f64().unwrap(),
+                    )
+                })
+                .collect();
+            let expected: Vec<(i64, f64, f64)> = (0..6)
+                .map(|h| {
+                    if h == 2 {
+                        (h, 3600.0, 0.0)
+                    } else {
+                        (h, 0.0, 3600.0)
+                    }
+                })
+                .collect();
+            assert_eq!(hours, expected, "[{}] {family_grouped}", ledger.backend);
+            let buckets = ledger.sql(
+                "SELECT bucket, round(sum(amount), 6) AS amount FROM cost_entries
+                 GROUP BY bucket ORDER BY bucket",
+            );
+            let buckets: Vec<(String, f64)> = buckets
+                .iter()
+                .map(|r| (r["bucket"].as_str().unwrap().to_string(), num(&r["amount"])))
+                .collect();
+            assert_eq!(
+                buckets,
+                [
+                    ("fault".to_string(), 2.0),
+                    ("unexplained".to_string(), 10.0)
+                ],
+                "[{}]",
+                ledger.backend
+            );
+        }
+    }
+}
