@@ -213,7 +213,11 @@ fn the_worked_example_balances_with_every_bucket_filled() {
             && close(out.balance.manual.to_f64(), 4.8)
             && close(out.balance.rate_card.to_f64(), 2.4)
     );
-    assert!(close(out.balance.accounted.to_f64(), 118.2), "{:?}", out.balance);
+    assert!(
+        close(out.balance.accounted.to_f64(), 118.2),
+        "{:?}",
+        out.balance
+    );
     assert!(out.balance.balances());
     let rule_of = |team: &str, rule: &str| {
         e.iter()
