@@ -30,7 +30,10 @@
 //! merge them on disk). With the default batch size a typical file or HTTP body lands each
 //! (series, time) once.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::hash::BuildHasher;
 use std::io::BufRead;
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -410,8 +413,10 @@ fn labels_json(labels: &BTreeMap<&str, &str>) -> Option<String> {
 struct SeriesTable {
     by_text: foldhash::HashMap<Box<[u8]>, Result<usize, LineError>>,
     by_labels: foldhash::HashMap<Vec<(String, String)>, usize>,
-    /// The row series of each distinct (identity columns, labels JSON).
-    by_row: foldhash::HashMap<RowIdentity, usize>,
+    /// The row series by a hash of its identity columns and labels JSON (a series whose hash
+    /// collides with another's, which a hash of this width makes a theoretical case, fills rows
+    /// of its own).
+    by_row: foldhash::HashMap<u64, usize>,
     list: Vec<Series>,
     /// Per series, its (group, position) in the order of wide rows (see `rank`); valid for the
     /// first `ranks.len()` series.
@@ -524,8 +529,22 @@ impl SeriesTable {
         }
         let mut series = Series::new(&labels, &self.default_cluster, text)?;
         let id = self.list.len();
-        let identity = (series.identity.clone(), series.wide_labels.clone());
-        series.row_series = *self.by_row.entry(identity).or_insert(id);
+        let fills = |other: &Series| {
+            other.identity == series.identity && other.wide_labels == series.wide_labels
+        };
+        let hash = self
+            .by_row
+            .hasher()
+            .hash_one((&series.identity, &series.wide_labels));
+        let row_series = match self.by_row.get(&hash) {
+            Some(&first) if fills(&self.list[first]) => first,
+            Some(_) => id,
+            None => {
+                self.by_row.insert(hash, id);
+                id
+            }
+        };
+        series.row_series = row_series;
         self.list.push(series);
         self.by_labels.insert(labels, id);
         Ok(id)
@@ -541,37 +560,38 @@ impl SeriesTable {
         let sort_columns = Table::GpuSamples.sort_columns();
         let (ts, group_columns) = sort_columns.split_last().expect("gpu_samples sorts");
         assert_eq!(*ts, "ts", "gpu_samples sorts by time last");
-        let group_positions: Vec<usize> = group_columns
+        let group: Vec<IdentityColumn> = group_columns
             .iter()
-            .map(|column| identity_position(column))
+            .map(|column| IdentityColumn::of(column))
             .collect();
-        let group_order = |a: &Series, b: &Series| {
-            group_positions
+        let rest: Vec<IdentityColumn> = GPU_IDENTITY_COLUMNS
+            .iter()
+            .filter(|column| !group_columns.contains(column))
+            .map(|column| IdentityColumn::of(column))
+            .collect();
+        let by = |columns: &[IdentityColumn], a: &Series, b: &Series| {
+            columns
                 .iter()
-                .fold(std::cmp::Ordering::Equal, |order, &position| {
-                    order.then_with(|| compare_identity(a, b, position))
-                })
+                .map(|column| column.compare(a, b))
+                .find(|order| order.is_ne())
+                .unwrap_or(Ordering::Equal)
         };
         let mut order: Vec<usize> = (0..self.list.len()).collect();
-        order.sort_by(|&a, &b| {
+        order.sort_unstable_by(|&a, &b| {
             let (a, b) = (&self.list[a], &self.list[b]);
-            group_order(a, b)
-                .then_with(|| {
-                    (0..GPU_IDENTITY_COLUMNS.len()).fold(std::cmp::Ordering::Equal, |order, p| {
-                        order.then_with(|| compare_identity(a, b, p))
-                    })
-                })
+            by(&group, a, b)
+                .then_with(|| by(&rest, a, b))
                 .then_with(|| a.wide_labels.cmp(&b.wide_labels))
         });
         self.ranks = vec![(0, 0); self.list.len()];
-        let mut group = 0;
+        let mut rank = 0;
         for (position, &series) in order.iter().enumerate() {
             if position > 0
-                && group_order(&self.list[order[position - 1]], &self.list[series]).is_ne()
+                && by(&group, &self.list[order[position - 1]], &self.list[series]).is_ne()
             {
-                group += 1;
+                rank += 1;
             }
-            self.ranks[series] = (group, position as u32);
+            self.ranks[series] = (rank, position as u32);
         }
     }
 
@@ -596,16 +616,30 @@ impl SeriesTable {
     }
 }
 
-/// What makes two series land in the same wide rows.
-type RowIdentity = ([Option<String>; GPU_IDENTITY_COLUMNS.len()], Option<String>);
+/// One identity column of a series, compared as the column sorts: integers for the numeric
+/// ones, text for the others, absent values first.
+#[derive(Clone, Copy)]
+enum IdentityColumn {
+    Text(usize),
+    GpuIndex,
+    MigInstance,
+}
 
-/// Two series by one identity column, as the column sorts: integers for the numeric ones, text
-/// for the others, absent values first.
-fn compare_identity(a: &Series, b: &Series, position: usize) -> std::cmp::Ordering {
-    match GPU_IDENTITY_COLUMNS[position] {
-        "gpu_index" => a.gpu_index.cmp(&b.gpu_index),
-        "mig_instance" => a.mig_instance.cmp(&b.mig_instance),
-        _ => a.identity[position].cmp(&b.identity[position]),
+impl IdentityColumn {
+    fn of(column: &str) -> Self {
+        match column {
+            "gpu_index" => Self::GpuIndex,
+            "mig_instance" => Self::MigInstance,
+            _ => Self::Text(identity_position(column)),
+        }
+    }
+
+    fn compare(self, a: &Series, b: &Series) -> Ordering {
+        match self {
+            Self::Text(position) => a.identity[position].cmp(&b.identity[position]),
+            Self::GpuIndex => a.gpu_index.cmp(&b.gpu_index),
+            Self::MigInstance => a.mig_instance.cmp(&b.mig_instance),
+        }
     }
 }
 
@@ -896,44 +930,48 @@ impl WideRows {
         self.ts.is_empty()
     }
 
-    fn find(&self, series: usize, ts: i64) -> Option<usize> {
-        self.rows.get(&(series as u32, ts)).map(|&row| row as usize)
-    }
-
-    /// Whether the rows held must go before a row at `ts` opens: once a new time begins and a
-    /// scrape as large as the last one would not fit in `batch_rows`, or at twice `batch_rows`
-    /// whatever the time (one scrape larger than a batch, or input in no time order).
-    fn full_before(&self, ts: i64, batch_rows: usize) -> bool {
-        let held = self.len();
+    /// The held row of `series` at `ts`, opened if there is none; `None` when the held rows
+    /// must go before a new one opens: once a new time begins and a scrape as large as the last
+    /// one would not fit in `batch_rows`, or at twice `batch_rows` whatever the time (one scrape
+    /// larger than a batch, or input in no time order).
+    fn row(&mut self, series: usize, ts: i64, batch_rows: usize) -> Option<usize> {
+        let held = self.ts.len();
         let new_time = self.ts.last() != Some(&ts);
-        held >= 2 * batch_rows || (new_time && held + self.run > batch_rows)
-    }
-
-    fn push_row(&mut self, ts: i64, series: usize) -> usize {
-        self.run = if self.ts.last() == Some(&ts) {
-            self.run + 1
-        } else {
-            1
-        };
-        let row = self.ts.len();
-        self.ts.push(ts);
-        self.series.push(series);
-        for column in &mut self.values {
-            column.push(f64::NAN);
+        match self.rows.entry((series as u32, ts)) {
+            Entry::Occupied(row) => Some(*row.get() as usize),
+            Entry::Vacant(_)
+                if held >= 2 * batch_rows || (new_time && held + self.run > batch_rows) =>
+            {
+                None
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(held as u32);
+                self.run = if new_time { 1 } else { self.run + 1 };
+                self.ts.push(ts);
+                self.series.push(series);
+                for column in &mut self.values {
+                    column.push(f64::NAN);
+                }
+                Some(held)
+            }
         }
-        self.rows.insert((series as u32, ts), row as u32);
-        row
     }
 
     /// The held rows in the order of the table: by the group rank of their series, time, and the
     /// position of their series (`SeriesTable::rank`).
     fn sorted(&self, ranks: &[(u32, u32)]) -> Vec<u32> {
-        let mut order: Vec<u32> = (0..self.len() as u32).collect();
-        order.sort_unstable_by_key(|&row| {
-            let (group, position) = ranks[self.series[row as usize]];
-            (group, self.ts[row as usize], position)
-        });
-        order
+        // One packed key per row, sorted in place: time in the middle, its sign bit flipped so
+        // that unsigned order is time order.
+        let mut keyed: Vec<(u128, u32)> = (0..self.len())
+            .map(|row| {
+                let (group, position) = ranks[self.series[row]];
+                let time = (self.ts[row] as u64 ^ (1 << 63)) as u128;
+                let key = (group as u128) << 96 | time << 32 | position as u128;
+                (key, row as u32)
+            })
+            .collect();
+        keyed.sort_unstable_by_key(|&(key, _)| key);
+        keyed.into_iter().map(|(_, row)| row).collect()
     }
 
     /// The rows `order` lists, in that order, as a `gpu_samples` batch.
@@ -1225,21 +1263,23 @@ impl<'c> Parser<'c> {
         let (Some(column), true) = (sample.metric.column, series.is_gpu) else {
             return Ok(self.extra.push(sample));
         };
-        let row_series = series.row_series;
-        let held = match series.open_row {
-            Some((ts, row)) if ts == sample.ts => Some(row),
-            _ => self.wide.find(row_series, sample.ts),
-        };
-        let row = match held {
-            Some(row) => row,
-            None => {
-                if self.wide.full_before(sample.ts, self.batch_rows) {
-                    self.emit_wide(sink)?;
-                }
-                self.wide.push_row(sample.ts, row_series)
+        let row = match series.open_row {
+            Some((ts, row)) if ts == sample.ts => row,
+            _ => {
+                let row_series = series.row_series;
+                let row = match self.wide.row(row_series, sample.ts, self.batch_rows) {
+                    Some(row) => row,
+                    None => {
+                        self.emit_wide(sink)?;
+                        self.wide
+                            .row(row_series, sample.ts, self.batch_rows)
+                            .expect("no rows held: room for one")
+                    }
+                };
+                self.series.list[sample.series].open_row = Some((sample.ts, row));
+                row
             }
         };
-        self.series.list[sample.series].open_row = Some((sample.ts, row));
         let cell = &mut self.wide.values[column][row];
         if !cell.is_nan() {
             return Ok(Err(Duplicate));
