@@ -28,7 +28,9 @@
 //! the batch size; in other orders a (series, time) whose cells straddle two emissions lands as two
 //! partial rows (the ledger merges rows per series and time when it reads them, and compaction will
 //! merge them on disk). With the default batch size a typical file or HTTP body lands each
-//! (series, time) once.
+//! (series, time) once. A second value of one metric for one series and time is rejected as a
+//! duplicate while the first is held (and, in `gpu_samples_extra`, also when the first was the
+//! series' latest), in any order.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
