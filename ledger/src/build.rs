@@ -163,15 +163,13 @@ pub fn rebuild(inputs: &LedgerInputs, hours: &[Span], kept: Vec<GpuHour>) -> Led
     let (allocations, mut rows, warnings) = gpu_hours_stage(inputs, &nodes, &priced, hours);
     rows.extend(kept);
     // A total order, so that kept and recomputed rows journal alike whatever their origin.
-    rows.sort_by(|a, b| {
-        let key = |r: &GpuHour| {
-            (
-                (&r.cluster, &r.node, r.gpu_index, r.hour),
-                (&r.owner, &r.reserved_reason),
-            )
-        };
-        key(a).cmp(&key(b))
-    });
+    fn row_order(r: &GpuHour) -> impl Ord + '_ {
+        (
+            (&r.cluster, &r.node, r.gpu_index, r.hour),
+            (&r.owner, &r.reserved_reason),
+        )
+    }
+    rows.sort_by(|a, b| row_order(a).cmp(&row_order(b)));
     let (cost_entries, balance) = journal_stage(inputs, &priced, &rows);
     LedgerOutput {
         allocations,
