@@ -4,13 +4,8 @@
 
 use std::fmt::Write as _;
 
-use crate::support::{Ledger, describe, ledgers};
-
-fn run_ok(ledger: &Ledger, args: &[&str]) -> String {
-    let out = ledger.run(args);
-    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", describe(&out));
-    String::from_utf8(out.stdout).unwrap()
-}
+use crate::golden::run_ok;
+use crate::support::{Ledger, ledgers};
 
 /// Declares a one-GPU H100 node priced by the rate card at `price` per GPU-hour.
 fn declare_node(ledger: &Ledger, node: &str, price: &str) {
@@ -47,6 +42,18 @@ fn num(value: &serde_json::Value) -> f64 {
         .as_f64()
         .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
         .unwrap_or_else(|| panic!("not a number: {value}"))
+}
+
+/// `bucket → amount` of the journal, for the buckets `where` keeps.
+fn buckets(ledger: &Ledger, filter: &str) -> Vec<(String, f64)> {
+    ledger
+        .sql(&format!(
+            "SELECT bucket, round(sum(amount), 6) AS amount FROM cost_entries
+             WHERE {filter} GROUP BY bucket ORDER BY bucket"
+        ))
+        .iter()
+        .map(|r| (r["bucket"].as_str().unwrap().to_string(), num(&r["amount"])))
+        .collect()
 }
 
 fn build(ledger: &Ledger) {
@@ -136,14 +143,7 @@ fn mig_instances_are_measured_apart() {
             })
             .collect();
         assert_eq!(got, expected, "[{}]", ledger.backend);
-        let money = ledger.sql(
-            "SELECT bucket, round(sum(amount), 6) AS amount FROM cost_entries
-             WHERE team = 'vision' GROUP BY bucket ORDER BY bucket",
-        );
-        let money: Vec<(String, f64)> = money
-            .iter()
-            .map(|r| (r["bucket"].as_str().unwrap().to_string(), num(&r["amount"])))
-            .collect();
+        let money = buckets(&ledger, "team = 'vision'");
         assert_eq!(
             money,
             [
@@ -218,14 +218,7 @@ fn an_xid_79_is_fault_time() {
                 })
                 .collect();
             assert_eq!(hours, expected, "[{}] {family_grouped}", ledger.backend);
-            let buckets = ledger.sql(
-                "SELECT bucket, round(sum(amount), 6) AS amount FROM cost_entries
-                 GROUP BY bucket ORDER BY bucket",
-            );
-            let buckets: Vec<(String, f64)> = buckets
-                .iter()
-                .map(|r| (r["bucket"].as_str().unwrap().to_string(), num(&r["amount"])))
-                .collect();
+            let buckets = buckets(&ledger, "true");
             assert_eq!(
                 buckets,
                 [
