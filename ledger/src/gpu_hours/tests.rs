@@ -111,11 +111,20 @@ fn every_second_of_the_hour_lands_in_one_class() {
         (600.0, 300.0)
     );
     assert!(close(rest.cost.to_f64(), 0.9));
-    assert!(close(rest.class_costs.unexplained.to_f64(), 0.6) && close(rest.class_costs.fault.to_f64(), 0.3));
-    assert!(close(team.class_costs.busy.to_f64(), 0.9) && close(team.class_costs.allocated_idle.to_f64(), 0.9));
+    assert!(
+        close(rest.class_costs.unexplained.to_f64(), 0.6)
+            && close(rest.class_costs.fault.to_f64(), 0.3)
+    );
+    assert!(
+        close(team.class_costs.busy.to_f64(), 0.9)
+            && close(team.class_costs.allocated_idle.to_f64(), 0.9)
+    );
 
     assert_eq!(rows.iter().map(GpuHour::seconds).sum::<f64>(), 3600.0);
-    assert!(close(rows.iter().map(|r| r.cost).sum::<Money>().to_f64(), 3.6));
+    assert!(close(
+        rows.iter().map(|r| r.cost).sum::<Money>().to_f64(),
+        3.6
+    ));
 }
 
 #[test]
