@@ -100,6 +100,19 @@ pub fn load_worked_example(ledger: &Ledger) {
     );
 }
 
+/// A decimal as DataFusion's own sqllogictest prints it: without trailing zeros, so an exact
+/// `19.200` reads as the `19.2` a hand-worked comment says (and a float would print).
+fn normalized_decimal(cell: String) -> String {
+    if !cell.contains('.') {
+        return cell;
+    }
+    let trimmed = cell.trim_end_matches('0');
+    match trimmed.strip_suffix('.') {
+        Some(whole) => format!("{whole}.0"),
+        None => trimmed.to_string(),
+    }
+}
+
 /// sqllogictest's view of a DataFusion session.
 struct Session(SessionContext);
 
@@ -123,6 +136,12 @@ impl sqllogictest::AsyncDB for Session {
             })
             .collect();
         let options = FormatOptions::default().with_null("NULL");
+        let decimal: Vec<bool> = frame
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| matches!(f.data_type(), DataType::Decimal128(..)))
+            .collect();
         let mut rows = Vec::new();
         for batch in frame.collect().await? {
             let formatters: Vec<_> = batch
@@ -134,8 +153,10 @@ impl sqllogictest::AsyncDB for Session {
                 rows.push(
                     formatters
                         .iter()
-                        .map(|f| match f.value(row).to_string() {
+                        .zip(&decimal)
+                        .map(|(f, &decimal)| match f.value(row).to_string() {
                             empty if empty.is_empty() => "(empty)".to_string(),
+                            cell if decimal => normalized_decimal(cell),
                             cell => cell,
                         })
                         .collect(),

@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Output};
 
-use crate::golden::load_worked_example;
+use crate::golden::{load_worked_example, run_ok};
 use crate::support::{Server, describe, ledgers};
 
 /// `psql` connected to `server` as `token` (any user name), running each of `commands`, in
@@ -370,4 +370,89 @@ fn psql_connects_over_tls_with_sslmode_require() {
         "{stdout}"
     );
     assert!(stdout.ends_with("n\n3\n(1 row)\n"), "{stdout}");
+}
+
+/// Ledger money is exact decimals, so sums of it do not depend on the order they add in. Team a
+/// holds 8 GPUs at 3.80 for 20 hours (160 GPU-hours → 608.00), team b 8 at 2.85 (→ 456.00):
+/// as floats, the 160 hourly amounts add up to 607.9999999999999 and 456.00000000000125.
+#[test]
+fn team_totals_read_back_over_the_postgres_port_as_exact_decimals() {
+    let ledger = ledgers().remove(0);
+    let dir = ledger.dir.path();
+    let objects = dir.join("fleet.yaml");
+    std::fs::write(
+        &objects,
+        "kind: node\nspec: {cluster: town, node: a1, gpu_count: 8, gpu_model: NVIDIA A100, capacity_type: on_demand}\n\
+         ---\nkind: node\nspec: {cluster: town, node: b1, gpu_count: 8, gpu_model: NVIDIA L4, capacity_type: on_demand}\n\
+         ---\nkind: rate_card\nspec: {gpu_model: NVIDIA A100, capacity_type: on_demand, price_per_gpu_hour: 3.80}\n\
+         ---\nkind: rate_card\nspec: {gpu_model: NVIDIA L4, capacity_type: on_demand, price_per_gpu_hour: 2.85}\n",
+    )
+    .unwrap();
+    let event = |time: &str, event: &str, node: &str, team: &str, extra: &str| {
+        format!(
+            "{{\"ts\":\"2026-11-02T{time}Z\",\"event\":\"{event}\",\"cluster\":\"town\",\"node\":\"{node}\",\
+             \"namespace\":\"{team}\",\"workload\":\"train\",\"pod\":\"train-0\",{extra}\
+             \"labels\":{{\"team\":\"{team}\"}}}}\n"
+        )
+    };
+    let all_gpus = "\"gpus\":8,\"gpu_indices\":[0,1,2,3,4,5,6,7],";
+    let events = dir.join("events.jsonl");
+    std::fs::write(
+        &events,
+        [
+            event("00:00:00", "start", "a1", "a", all_gpus),
+            event("00:00:00", "start", "b1", "b", all_gpus),
+            event("20:00:00", "stop", "a1", "a", "\"reason\":\"finished\","),
+            event("20:00:00", "stop", "b1", "b", "\"reason\":\"finished\","),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    run_ok(&ledger, &["apply", objects.to_str().unwrap()]);
+    run_ok(&ledger, &["ingest", "events", events.to_str().unwrap()]);
+    run_ok(
+        &ledger,
+        &[
+            "ledger",
+            "build",
+            "--from",
+            "2026-11-02",
+            "--to",
+            "2026-11-02",
+        ],
+    );
+    let reader = ledger.token("read", None);
+    let server = ledger.serve(&[]);
+
+    let printed = psql_ok(
+        &server,
+        &reader,
+        &[
+            "select team, sum(amount) from cost_entries where team is not null group by team order by team",
+            "select team, sum(cost) from gpu_hours where team is not null group by team order by team",
+            "select team, total_cost from team_costs('2026-11-02', '2026-11-03') order by team",
+        ],
+    );
+    let table =
+        |column: &str| format!("team|{column}\na|608.000000000000\nb|456.000000000000\n(2 rows)\n");
+    assert_eq!(
+        printed,
+        [
+            table("sum(cost_entries.amount)"),
+            table("sum(gpu_hours.cost)"),
+            table("total_cost")
+        ]
+        .concat()
+    );
+    // psycopg reads NUMERIC as Python's Decimal: exact, not a float.
+    let script = r#"
+import sys, psycopg
+with psycopg.connect(sys.argv[1]) as conn:
+    rows = conn.execute("select team, sum(amount) from cost_entries where team is not null group by team order by team").fetchall()
+    print(repr(rows))
+"#;
+    assert_eq!(
+        psycopg(&server, &reader, script),
+        "[('a', Decimal('608.000000000000')), ('b', Decimal('456.000000000000'))]\n"
+    );
 }

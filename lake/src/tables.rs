@@ -461,6 +461,13 @@ static GPU_HOURS: LazyLock<SchemaRef> = LazyLock::new(|| {
             "sm_active",
             "energy_wh",
             "price_per_hour",
+        ]
+        .map(f64_col),
+    );
+    // Money is exact (`money()`), so sums of it do not depend on the order they add in. Files
+    // written before read their Float64 amounts cast to it.
+    fields.extend(
+        [
             "cost",
             "cost_busy",
             "cost_allocated_idle",
@@ -468,7 +475,7 @@ static GPU_HOURS: LazyLock<SchemaRef> = LazyLock::new(|| {
             "cost_unexplained",
             "cost_fault",
         ]
-        .map(f64_col),
+        .map(|name| Field::new(name, money(), true)),
     );
     Arc::new(Schema::new(fields))
 });
@@ -480,7 +487,7 @@ static COST_ENTRIES: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new("bucket", DataType::Utf8, false),
         utf8("rule"),
         Field::new("source", DataType::Utf8, false),
-        Field::new("amount", DataType::Float64, false),
+        Field::new("amount", money(), false),
         utf8("currency"),
     ]))
 });

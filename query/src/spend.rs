@@ -11,7 +11,7 @@
 //!   `cost_center` label. A workload is `(cluster, namespace, workload)`; one whose allocations
 //!   carry several cost centers counts for the greatest by name, so nothing is counted twice.
 
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch};
 use arrow::datatypes::{DataType, Float64Type, TimeUnit, TimestampMicrosecondType};
 use datafusion::catalog::TableFunctionArgs;
 use datafusion::common::{JoinType, ScalarValue};
@@ -22,6 +22,7 @@ use datafusion::prelude::{DataFrame, SessionContext, coalesce};
 use gpuledger_ledger::budget::BudgetTarget;
 
 use crate::QueryError;
+use crate::table_functions::no_money;
 
 /// A UTC instant in microseconds as a literal of the ledger's timestamp type.
 fn instant(micros: i64) -> Expr {
@@ -69,21 +70,26 @@ async fn with_workload_labels(
     )?)
 }
 
-/// The single float of a one-row result; 0 for none or NULL.
+/// A result column as floats: the exact money sums turn into floats once, here, for JSON.
+fn as_floats(column: &ArrayRef) -> Result<Float64Array, QueryError> {
+    Ok(arrow::compute::cast(column, &DataType::Float64)
+        .map_err(datafusion::error::DataFusionError::from)?
+        .as_primitive::<Float64Type>()
+        .clone())
+}
+
+/// The single sum of a one-row result; 0 for none or NULL.
 async fn single_sum(frame: DataFrame) -> Result<f64, QueryError> {
     let batches = frame.collect().await?;
-    Ok(batches
-        .iter()
-        .find(|b| b.num_rows() > 0)
-        .map(|b| {
-            let values = b.column(0).as_primitive::<Float64Type>();
-            if values.is_null(0) {
-                0.0
-            } else {
-                values.value(0)
-            }
-        })
-        .unwrap_or(0.0))
+    let Some(batch) = batches.iter().find(|b| b.num_rows() > 0) else {
+        return Ok(0.0);
+    };
+    let values = as_floats(batch.column(0))?;
+    Ok(if values.is_null(0) {
+        0.0
+    } else {
+        values.value(0)
+    })
 }
 
 /// What `target` spent in `[from, to)` (microseconds), in the ledger's currency. Ledger days
@@ -179,6 +185,11 @@ fn summed(expr: Expr, name: &str) -> Expr {
     coalesce(vec![sum(expr), lit(0.0)]).alias(name)
 }
 
+/// A money column's exact sum, zero for none.
+fn summed_money(name: &str) -> Expr {
+    coalesce(vec![sum(col(name)), no_money()]).alias(name)
+}
+
 fn seconds(name: &str) -> Expr {
     coalesce(vec![col(name), lit(0.0)])
 }
@@ -230,12 +241,12 @@ pub async fn costs(ctx: &SessionContext, query: &CostsQuery) -> Result<Vec<CostR
             seconds("alloc_seconds") / lit(3600.0),
             "allocated_gpu_hours",
         ),
-        summed(col("cost"), "cost"),
-        summed(col("cost_busy"), "cost_busy"),
-        summed(col("cost_allocated_idle"), "cost_allocated_idle"),
-        summed(col("cost_reserved"), "cost_reserved"),
-        summed(col("cost_unexplained"), "cost_unexplained"),
-        summed(col("cost_fault"), "cost_fault"),
+        summed_money("cost"),
+        summed_money("cost_busy"),
+        summed_money("cost_allocated_idle"),
+        summed_money("cost_reserved"),
+        summed_money("cost_unexplained"),
+        summed_money("cost_fault"),
     ];
     let mut order = vec![col("window_start").sort(true, true)];
     order.extend(
@@ -249,21 +260,22 @@ pub async fn costs(ctx: &SessionContext, query: &CostsQuery) -> Result<Vec<CostR
         .sort(order)?
         .collect()
         .await?;
-    Ok(batches
-        .iter()
-        .flat_map(|b| cost_rows(b, query.aggregate.len()))
-        .collect())
+    let mut rows = Vec::new();
+    for batch in &batches {
+        rows.extend(cost_rows(batch, query.aggregate.len())?);
+    }
+    Ok(rows)
 }
 
-fn cost_rows(batch: &RecordBatch, keys: usize) -> Vec<CostRow> {
+fn cost_rows(batch: &RecordBatch, keys: usize) -> Result<Vec<CostRow>, QueryError> {
     let windows = batch.column(0).as_primitive::<TimestampMicrosecondType>();
     let key_columns: Vec<_> = (1..=keys)
         .map(|i| batch.column(i).as_string::<i32>())
         .collect();
-    let measures: Vec<_> = (0..8)
-        .map(|i| batch.column(1 + keys + i).as_primitive::<Float64Type>())
-        .collect();
-    (0..batch.num_rows())
+    let measures = (0..8)
+        .map(|i| as_floats(batch.column(1 + keys + i)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((0..batch.num_rows())
         .map(|row| CostRow {
             window_start: windows.value(row),
             keys: key_columns
@@ -272,7 +284,7 @@ fn cost_rows(batch: &RecordBatch, keys: usize) -> Vec<CostRow> {
                 .collect(),
             measures: std::array::from_fn(|i| measures[i].value(row)),
         })
-        .collect()
+        .collect())
 }
 
 /// The rows of table function `name(from, to)` (microseconds), as the session sees them.

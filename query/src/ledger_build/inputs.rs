@@ -500,6 +500,7 @@ pub async fn stored_gpu_hours(
     for batch in query(ctx, &sql).await? {
         let c = Columns(&batch);
         let f = |name: &str, row: usize| c.f64(name, row).unwrap_or(0.0);
+        let m = |name: &str, row: usize| c.money(name, row).unwrap_or(Money::ZERO);
         for row in 0..batch.num_rows() {
             rows.push(GpuHour {
                 hour: c.ts("hour", row).expect("not null"),
@@ -521,13 +522,13 @@ pub async fn stored_gpu_hours(
                 fault_seconds: f("fault_seconds", row),
                 sm_active: c.f64("sm_active", row),
                 energy_wh: f("energy_wh", row),
-                cost: Money::from_f64(f("cost", row)),
+                cost: m("cost", row),
                 class_costs: ClassCosts {
-                    busy: Money::from_f64(f("cost_busy", row)),
-                    allocated_idle: Money::from_f64(f("cost_allocated_idle", row)),
-                    reserved: Money::from_f64(f("cost_reserved", row)),
-                    unexplained: Money::from_f64(f("cost_unexplained", row)),
-                    fault: Money::from_f64(f("cost_fault", row)),
+                    busy: m("cost_busy", row),
+                    allocated_idle: m("cost_allocated_idle", row),
+                    reserved: m("cost_reserved", row),
+                    unexplained: m("cost_unexplained", row),
+                    fault: m("cost_fault", row),
                 },
             });
         }

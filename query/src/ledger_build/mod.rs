@@ -480,7 +480,7 @@ pub async fn balance(
     }
     let sums = ctx
         .sql(&format!(
-            "SELECT coalesce(sum(amount), 0) AS accounted
+            "SELECT CAST(coalesce(sum(amount), 0) AS DECIMAL(38, 12)) AS accounted
              FROM cost_entries WHERE day >= {} AND day < {}",
             ts_literal(window.start),
             ts_literal(window.end)
@@ -488,10 +488,10 @@ pub async fn balance(
         .await?
         .collect()
         .await?;
-    let accounted = Money::from_f64(
+    let accounted = Money::from_units(
         sums[0]
             .column(0)
-            .as_primitive::<arrow::datatypes::Float64Type>()
+            .as_primitive::<arrow::datatypes::Decimal128Type>()
             .value(0),
     );
     Ok(Balance {

@@ -4,12 +4,14 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, Float64Array, Int32Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+    ArrayRef, Decimal128Array, Float64Array, Int32Array, RecordBatch, StringArray,
+    TimestampMicrosecondArray,
 };
-use gpuledger_lake::tables::Table;
+use gpuledger_lake::tables::{MONEY_PRECISION, MONEY_SCALE, Table};
 use gpuledger_ledger::allocation::Allocation;
 use gpuledger_ledger::gpu_hours::GpuHour;
 use gpuledger_ledger::journal::CostEntry;
+use gpuledger_ledger::money::Money;
 use gpuledger_ledger::time::Span;
 
 fn times(values: impl Iterator<Item = i64>) -> ArrayRef {
@@ -20,6 +22,14 @@ fn texts<'a>(values: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
 }
 fn floats(values: impl Iterator<Item = f64>) -> ArrayRef {
     Arc::new(Float64Array::from_iter_values(values))
+}
+/// Money as stored: its 1e-12 units are the `Decimal128(38, 12)` values themselves.
+fn moneys(values: impl Iterator<Item = Money>) -> ArrayRef {
+    Arc::new(
+        Decimal128Array::from_iter_values(values.map(Money::units))
+            .with_precision_and_scale(MONEY_PRECISION, MONEY_SCALE)
+            .expect("the lake's money type"),
+    )
 }
 
 pub fn gpu_hours_batch(rows: &[GpuHour]) -> RecordBatch {
@@ -47,12 +57,12 @@ pub fn gpu_hours_batch(rows: &[GpuHour]) -> RecordBatch {
         Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.sm_active))),
         floats(rows.iter().map(|r| r.energy_wh)),
         floats(rows.iter().map(GpuHour::price_per_hour)),
-        floats(rows.iter().map(|r| r.cost.to_f64())),
-        floats(rows.iter().map(|r| r.class_costs.busy.to_f64())),
-        floats(rows.iter().map(|r| r.class_costs.allocated_idle.to_f64())),
-        floats(rows.iter().map(|r| r.class_costs.reserved.to_f64())),
-        floats(rows.iter().map(|r| r.class_costs.unexplained.to_f64())),
-        floats(rows.iter().map(|r| r.class_costs.fault.to_f64())),
+        moneys(rows.iter().map(|r| r.cost)),
+        moneys(rows.iter().map(|r| r.class_costs.busy)),
+        moneys(rows.iter().map(|r| r.class_costs.allocated_idle)),
+        moneys(rows.iter().map(|r| r.class_costs.reserved)),
+        moneys(rows.iter().map(|r| r.class_costs.unexplained)),
+        moneys(rows.iter().map(|r| r.class_costs.fault)),
     ];
     RecordBatch::try_new(Table::GpuHours.schema(), columns)
         .expect("columns match the gpu_hours schema")
@@ -65,7 +75,7 @@ pub fn cost_entries_batch(entries: &[CostEntry], currency: &str) -> RecordBatch 
         texts(entries.iter().map(|e| Some(e.bucket.as_str()))),
         texts(entries.iter().map(|e| e.rule.as_deref())),
         texts(entries.iter().map(|e| Some(e.source.as_str()))),
-        floats(entries.iter().map(|e| e.amount.to_f64())),
+        moneys(entries.iter().map(|e| e.amount)),
         texts(entries.iter().map(|_| Some(currency))),
     ];
     RecordBatch::try_new(Table::CostEntries.schema(), columns)

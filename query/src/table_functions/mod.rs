@@ -115,6 +115,21 @@ fn window(name: &str, args: &TableFunctionArgs) -> DfResult<(ScalarValue, Scalar
     Ok((bound(0, "from")?, bound(1, "to")?))
 }
 
+/// Zero in the lake's money type, for `coalesce` and `CASE` over money columns: a float zero
+/// would turn their exact decimal sums into float sums.
+pub(crate) fn no_money() -> Expr {
+    lit(ScalarValue::Decimal128(
+        Some(0),
+        gpuledger_lake::tables::MONEY_PRECISION,
+        gpuledger_lake::tables::MONEY_SCALE,
+    ))
+}
+
+/// A money column with NULL read as zero.
+fn money_or_zero(name: &str) -> Expr {
+    datafusion::functions::expr_fn::coalesce(vec![col(name), no_money()])
+}
+
 /// Scans `table` with `time_column` in `[from, to)`.
 fn scan_window(
     name: &str,

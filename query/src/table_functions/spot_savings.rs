@@ -43,7 +43,7 @@ use gpuledger_ledger::training::Ending;
 
 use super::training_economics::training_runs;
 use super::unit_economics::{column, declared_specs, floats, run, strings, text};
-use super::{Computed, computed, scan_window, window};
+use super::{Computed, computed, money_or_zero, scan_window, window};
 
 #[derive(Debug)]
 pub struct SpotSavings {
@@ -262,7 +262,7 @@ impl SpotSavingsTable {
                 vec![col("cluster"), col("node")],
                 vec![
                     sum(seconds / lit(3600.0)).alias("gpu_hours"),
-                    sum(zero("cost")).alias("cost"),
+                    sum(money_or_zero("cost")).alias("cost"),
                 ],
             )?
             .build()?;

@@ -16,7 +16,7 @@ use datafusion::datasource::{TableProvider, ViewTable};
 use datafusion::functions_aggregate::expr_fn::sum;
 use datafusion::logical_expr::{Expr, col, lit, when};
 
-use super::{scan_window, window};
+use super::{no_money, scan_window, window};
 
 #[derive(Debug)]
 pub struct TeamCosts {
@@ -25,7 +25,7 @@ pub struct TeamCosts {
 }
 
 fn bucket_sum(bucket: &str, name: &str) -> DfResult<Expr> {
-    Ok(sum(when(col("bucket").eq(lit(bucket)), col("amount")).otherwise(lit(0.0))?).alias(name))
+    Ok(sum(when(col("bucket").eq(lit(bucket)), col("amount")).otherwise(no_money())?).alias(name))
 }
 
 impl TableFunctionImpl for TeamCosts {

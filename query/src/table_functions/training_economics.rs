@@ -37,7 +37,7 @@ use gpuledger_lake::tables::timestamp;
 use gpuledger_ledger::training::{Event, Row, TrainingRuns, WorkloadCost};
 
 use super::unit_economics::{column, floats, integers, run, strings, text};
-use super::{Computed, computed, scan_window, window};
+use super::{Computed, computed, money_or_zero, scan_window, window};
 
 #[derive(Debug)]
 pub struct TrainingEconomics {
@@ -114,7 +114,8 @@ impl TrainingEconomicsTable {
             .aggregate(
                 vec![col("team"), col("namespace"), col("workload")],
                 vec![
-                    sum(zero("cost_busy") + zero("cost_allocated_idle")).alias("cost"),
+                    sum(money_or_zero("cost_busy") + money_or_zero("cost_allocated_idle"))
+                        .alias("cost"),
                     sum(zero("alloc_seconds") / lit(3600.0)).alias("gpu_hours"),
                 ],
             )?

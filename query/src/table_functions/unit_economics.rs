@@ -48,7 +48,6 @@ use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue};
 use datafusion::datasource::TableProvider;
-use datafusion::functions::expr_fn::coalesce;
 use datafusion::functions_aggregate::expr_fn::sum;
 use datafusion::logical_expr::{Expr, LogicalPlan, col, lit, when};
 use datafusion::physical_plan::{collect, execute_stream};
@@ -61,7 +60,7 @@ use gpuledger_ledger::unit_economics::{
     Costing, Outcome, Request, Row, Serving, SloSpec, Slos, TeamCost, UnitEconomics, WorkloadCost,
 };
 
-use super::{Computed, computed, scan_window, window};
+use super::{Computed, computed, money_or_zero, no_money, scan_window, window};
 use crate::error::to_df;
 
 /// The lake tables the unit and training economics read, and the catalog that holds the SLOs.
@@ -244,12 +243,14 @@ async fn serving(
     sources: &UnitEconomicsSources,
     bounds: &(ScalarValue, ScalarValue),
 ) -> DfResult<Serving> {
-    let cost = |name: &str| coalesce(vec![col(name), lit(0.0)]);
     let workloads = scan_window("gpu_hours", &sources.gpu_hours, "hour", bounds)?
         .filter(col("team").is_not_null().and(col("workload").is_not_null()))?
         .aggregate(
             vec![col("team"), col("namespace"), col("workload")],
-            vec![sum(cost("cost_busy") + cost("cost_allocated_idle")).alias("direct")],
+            vec![
+                sum(money_or_zero("cost_busy") + money_or_zero("cost_allocated_idle"))
+                    .alias("direct"),
+            ],
         )?
         .build()?;
     // Allocations are clipped to the day they are booked in: those overlapping the window
@@ -270,7 +271,7 @@ async fn serving(
     let bucket_sum = |buckets: &[&str], name: &str| -> DfResult<Expr> {
         let listed = buckets.iter().map(|b| lit(*b)).collect();
         Ok(
-            sum(when(col("bucket").in_list(listed, false), col("amount")).otherwise(lit(0.0))?)
+            sum(when(col("bucket").in_list(listed, false), col("amount")).otherwise(no_money())?)
                 .alias(name),
         )
     };
