@@ -289,9 +289,18 @@ impl Receiver {
 }
 
 /// Lands a GPU-hour cost in the current month: an L4 on a rate card of 1.20 per GPU-hour, held by
-/// team nlp (cost center cc-42) for 10 hours of today → 12.00 for nlp (and cc-42).
-fn land_spend_today(ledger: &Ledger) {
-    let today = chrono::Utc::now().date_naive();
+/// team nlp (cost center cc-42) for the 10 hours that ended last → 12.00 for nlp (and cc-42,
+/// whose spend counts only hours that have ended). `false` (nothing landed) in the first 10 hours
+/// of a month, which hold no 10 ended hours of it.
+fn land_spend_in_ended_hours(ledger: &Ledger) -> bool {
+    use chrono::{Datelike, DurationRound, TimeDelta};
+    let now = chrono::Utc::now();
+    let end = now.duration_trunc(TimeDelta::hours(1)).unwrap();
+    let start = end - TimeDelta::hours(10);
+    if start.month() != now.month() {
+        eprintln!("skipped: the first 10 hours of a month hold no 10 ended hours of it");
+        return false;
+    }
     let objects = ledger.dir.path().join("now.yaml");
     std::fs::write(
         &objects,
@@ -300,29 +309,33 @@ fn land_spend_today(ledger: &Ledger) {
     )
     .unwrap();
     let events = ledger.dir.path().join("now.jsonl");
-    let event = |time: &str, event: &str, extra: &str| {
+    let event = |at: chrono::DateTime<chrono::Utc>, event: &str, extra: &str| {
         format!(
-            "{{\"ts\":\"{today}T{time}Z\",\"event\":\"{event}\",\"cluster\":\"now\",\"node\":\"l4-1\",\
+            "{{\"ts\":\"{}\",\"event\":\"{event}\",\"cluster\":\"now\",\"node\":\"l4-1\",\
              \"namespace\":\"chat\",\"workload\":\"bot\",\"pod\":\"bot-0\",{extra}\
-             \"labels\":{{\"team\":\"nlp\",\"cost_center\":\"cc-42\"}}}}\n"
+             \"labels\":{{\"team\":\"nlp\",\"cost_center\":\"cc-42\"}}}}\n",
+            at.to_rfc3339()
         )
     };
     std::fs::write(
         &events,
-        event("00:00:00", "start", "\"gpus\":1,\"gpu_indices\":[0],")
-            + &event("10:00:00", "stop", "\"reason\":\"finished\","),
+        event(start, "start", "\"gpus\":1,\"gpu_indices\":[0],")
+            + &event(end, "stop", "\"reason\":\"finished\","),
     )
     .unwrap();
     run_ok(ledger, &["apply", objects.to_str().unwrap()]);
     run_ok(ledger, &["ingest", "events", events.to_str().unwrap()]);
-    let day = today.to_string();
-    run_ok(ledger, &["ledger", "build", "--from", &day, "--to", &day]);
+    let (from, to) = (start.date_naive().to_string(), end.date_naive().to_string());
+    run_ok(ledger, &["ledger", "build", "--from", &from, "--to", &to]);
+    true
 }
 
 #[test]
 fn a_crossing_calls_the_webhook_once_across_rounds_and_restarts() {
     for ledger in ledgers() {
-        land_spend_today(&ledger);
+        if !land_spend_in_ended_hours(&ledger) {
+            return;
+        }
         let admin = ledger.token("admin", None);
         let receiver = Receiver::start();
         let server = ledger.serve(&["--budget-interval", "1s"]);
