@@ -72,8 +72,9 @@ fn budgets_and_their_status_on_the_worked_example() {
             json!({"team": "nlp", "amount": 5}),
         );
         assert_eq!(status, 409);
+        // An invalid spec is 422 (valid JSON, invalid budget), as on /v1/objects.
         let (status, body) = create(&server, &admin, "bad", json!({"team": "nlp", "amount": 0}));
-        assert_eq!(status, 400);
+        assert_eq!(status, 422);
         assert_eq!(body["detail"], "spec.amount: must be a number > 0 (got 0)");
         let (status, body) = create(
             &server,
@@ -81,7 +82,7 @@ fn budgets_and_their_status_on_the_worked_example() {
             "bad",
             json!({"team": "nlp", "cost_center": "cc", "amount": 1}),
         );
-        assert_eq!(status, 400);
+        assert_eq!(status, 422);
         assert_eq!(
             body["detail"],
             "spec.cost_center: set exactly one of team, namespace, cost_center (team is set)"
@@ -211,6 +212,34 @@ fn budgets_and_their_status_on_the_worked_example() {
                 .0,
             404
         );
+        // The same rule on /v1/objects/budget: another team's budget is not there for vision's
+        // token, whether it replaces, deletes or creates one of that name (404, never a 409
+        // that would confirm the name), and nlp's budget is unchanged.
+        for (method, path, body) in [
+            (
+                "PUT",
+                "/v1/objects/budget/nlp-monthly",
+                json!({"spec": {"team": "vision", "amount": 1}}),
+            ),
+            ("DELETE", "/v1/objects/budget/nlp-monthly", json!({})),
+            (
+                "POST",
+                "/v1/objects/budget",
+                json!({"name": "nlp-monthly", "spec": {"team": "vision", "amount": 1}}),
+            ),
+            (
+                "POST",
+                "/v1/budgets",
+                json!({"name": "nlp-monthly", "spec": {"team": "vision", "amount": 1}}),
+            ),
+        ] {
+            let (status, answer) = server.send(method, &vision_admin, path, &body);
+            assert_eq!(status, 404, "{method} {path}: {answer}");
+            assert_eq!(answer["detail"], "no budget named 'nlp-monthly'");
+        }
+        let (_, kept) = server.get(&admin, "/v1/objects/budget/nlp-monthly");
+        assert_eq!(kept["spec"]["team"], "nlp", "{kept}");
+        assert_eq!(kept["spec"]["amount"], 100.0, "{kept}");
         // A read token changes nothing.
         assert_eq!(
             create(&server, &nlp, "nlp-3", json!({"team": "nlp", "amount": 1})).0,

@@ -11,7 +11,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use datafusion::prelude::SessionContext;
 use gpuledger_lake::BudgetAlert;
 use gpuledger_ledger::budget::{BudgetSpec, BudgetState, Month, status};
-use gpuledger_ledger::objects::{Object, ObjectKind, validate};
+use gpuledger_ledger::objects::{Object, ObjectKind};
 use gpuledger_query::spend::budget_spend;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -19,7 +19,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::auth::{Permission, Principal};
-use super::objects::{ObjectDocument, ObjectSpec, document, put, require_visible, stored};
+use super::objects::{
+    ObjectDocument, ObjectSpec, create_object, delete_object, not_found, replace_object, stored,
+};
 use crate::error::{ApiError, JsonBody, Problem, QueryParams};
 
 /// A budget's spec as `POST` and `PUT` take it and every answer gives it back (normal form:
@@ -160,10 +162,6 @@ pub(super) async fn budget_status(
     })
 }
 
-fn not_found(name: &str) -> ApiError {
-    ApiError::NotFound(format!("no budget named '{name}'"))
-}
-
 async fn visible_budget(
     state: &AppState,
     principal: &Principal,
@@ -173,13 +171,12 @@ async fn visible_budget(
         .await?
         .into_iter()
         .find(|o| o.name == name)
-        .ok_or_else(|| not_found(name))
+        .ok_or_else(|| not_found(ObjectKind::Budget, name))
 }
 
-/// Validation errors name the field and answer 400.
+/// Validation errors name the field and answer 422, as for every catalog object.
 fn valid(name: &str, spec: &Value) -> Result<Object, ApiError> {
-    validate(ObjectKind::Budget, Some(name), spec)
-        .map_err(|error| ApiError::BadRequest(error.to_string()))
+    super::objects::valid(ObjectKind::Budget, Some(name), spec)
 }
 
 fn parse_at(at: Option<&str>) -> Result<DateTime<Utc>, ApiError> {
@@ -225,7 +222,7 @@ pub async fn list(
     Ok(Json(views))
 }
 
-/// Create a budget; 409 when one of that name exists.
+/// Create a budget; 409 when one of that name exists (404 when it is another team's).
 #[utoipa::path(
     post,
     path = "/v1/budgets",
@@ -233,9 +230,11 @@ pub async fn list(
     request_body = NewBudget,
     responses(
         (status = 201, body = ObjectDocument),
-        (status = 400, description = "Not the JSON this takes, or an invalid spec: the detail names the field", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Not the JSON this takes", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The spec is invalid; the detail names the field", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "A budget of that name belongs to another team", body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -246,23 +245,7 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<ObjectDocument>), ApiError> {
     principal.require(Permission::Admin, "changing budgets")?;
     let object = valid(&new.name, &new.spec)?;
-    require_visible(&principal, &object)?;
-    let catalog = state.lake.catalog();
-    if catalog
-        .objects(ObjectKind::Budget.name())
-        .await?
-        .iter()
-        .any(|o| o.name == object.name)
-    {
-        return Err(ApiError::Conflict(format!(
-            "a budget named '{}' exists: PUT replaces it",
-            object.name
-        )));
-    }
-    catalog
-        .put_object(ObjectKind::Budget.name(), &object.name, &object.spec)
-        .await?;
-    Ok((StatusCode::CREATED, Json(document(&object))))
+    create_object(&state, &principal, &object).await
 }
 
 /// Read a budget and its status now.
@@ -304,7 +287,8 @@ pub async fn get(
     responses(
         (status = 200, description = "Replaced (or unchanged)", body = ObjectDocument),
         (status = 201, description = "Created", body = ObjectDocument),
-        (status = 400, description = "Not the JSON this takes, or an invalid spec: the detail names the field", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Not the JSON this takes", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The spec is invalid; the detail names the field", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "A budget of that name belongs to another team", body = Problem, content_type = "application/problem+json"),
@@ -318,18 +302,7 @@ pub async fn replace(
 ) -> Result<(StatusCode, Json<ObjectDocument>), ApiError> {
     principal.require(Permission::Admin, "changing budgets")?;
     let object = valid(&name, &body.spec)?;
-    require_visible(&principal, &object)?;
-    // A team's token may not take over another team's budget by its name.
-    let catalog = state.lake.catalog();
-    let exists = catalog
-        .objects(ObjectKind::Budget.name())
-        .await?
-        .iter()
-        .any(|o| o.name == name);
-    if exists && visible_budget(&state, &principal, &name).await.is_err() {
-        return Err(not_found(&name));
-    }
-    put(&state, &object).await
+    replace_object(&state, &principal, &object).await
 }
 
 /// Delete a budget (its recorded alerts stay).
@@ -351,16 +324,7 @@ pub async fn delete(
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     principal.require(Permission::Admin, "changing budgets")?;
-    visible_budget(&state, &principal, &name).await?;
-    if !state
-        .lake
-        .catalog()
-        .delete_object(ObjectKind::Budget.name(), &name)
-        .await?
-    {
-        return Err(not_found(&name));
-    }
-    Ok(StatusCode::NO_CONTENT)
+    delete_object(&state, &principal, ObjectKind::Budget, &name).await
 }
 
 /// A budget's status: spend to date in the month of `at` (default now), the forecast to month

@@ -57,7 +57,11 @@ fn visible(principal: &Principal, spec: &Value) -> bool {
     }
 }
 
-fn valid(kind: ObjectKind, name: Option<&str>, spec: &Value) -> Result<Object, ApiError> {
+pub(super) fn valid(
+    kind: ObjectKind,
+    name: Option<&str>,
+    spec: &Value,
+) -> Result<Object, ApiError> {
     validate(kind, name, spec).map_err(|error| ApiError::Invalid(error.to_string()))
 }
 
@@ -91,7 +95,7 @@ pub(super) async fn stored(
     Ok(objects)
 }
 
-fn not_found(kind: ObjectKind, name: &str) -> ApiError {
+pub(super) fn not_found(kind: ObjectKind, name: &str) -> ApiError {
     ApiError::NotFound(format!("no {kind} named '{name}'"))
 }
 
@@ -145,7 +149,7 @@ pub async fn get(
         .ok_or_else(|| not_found(kind, &name))
 }
 
-/// Create an object; 409 when one of that name exists.
+/// Create an object; 409 when one of that name exists (404 when it is another team's).
 #[utoipa::path(
     post,
     path = "/v1/objects/{kind}",
@@ -157,7 +161,7 @@ pub async fn get(
         (status = 400, description = "The body is not the JSON this takes", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown kind", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown kind, or an object of that name belongs to another team", body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The spec is invalid; the detail names the field", body = Problem, content_type = "application/problem+json"),
     )
@@ -171,23 +175,7 @@ pub async fn create(
     principal.require(Permission::Admin, "changing catalog objects")?;
     let kind = kind(&kind_name)?;
     let object = valid(kind, new.name.as_deref(), &new.spec)?;
-    require_visible(&principal, &object)?;
-    let catalog = state.lake.catalog();
-    if catalog
-        .objects(kind.name())
-        .await?
-        .iter()
-        .any(|o| o.name == object.name)
-    {
-        return Err(ApiError::Conflict(format!(
-            "a {kind} named '{}' exists: PUT replaces it",
-            object.name
-        )));
-    }
-    catalog
-        .put_object(kind.name(), &object.name, &object.spec)
-        .await?;
-    Ok((StatusCode::CREATED, Json(document(&object))))
+    create_object(&state, &principal, &object).await
 }
 
 /// Create or replace an object.
@@ -203,7 +191,7 @@ pub async fn create(
         (status = 400, description = "The body is not the JSON this takes", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown kind", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown kind, or an object of that name belongs to another team", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The spec is invalid, or names another object", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -222,13 +210,85 @@ pub async fn replace(
             object.name
         )));
     }
-    require_visible(&principal, &object)?;
-    put(&state, &object).await
+    replace_object(&state, &principal, &object).await
 }
 
-/// Stores `object`, created or replaced: 201 or 200 with the stored document (PUT's answer, for
-/// every kind's endpoints).
-pub(super) async fn put(
+/// The one ownership rule of every route that writes catalog objects (`/v1/objects`,
+/// `/v1/budgets`): a team-scoped token writes only objects whose `spec.team` is its team (403
+/// otherwise), and another team's object is, to it, not there — replacing or deleting it is 404,
+/// and creating one of its name is 404 too, never a 409 that would confirm the name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Existing {
+    None,
+    Own,
+    Others,
+}
+
+async fn existing(
+    state: &AppState,
+    principal: &Principal,
+    kind: ObjectKind,
+    name: &str,
+) -> Result<Existing, ApiError> {
+    let objects = state.lake.catalog().objects(kind.name()).await?;
+    Ok(match objects.iter().find(|o| o.name == name) {
+        None => Existing::None,
+        Some(o) if visible(principal, &o.spec) => Existing::Own,
+        Some(_) => Existing::Others,
+    })
+}
+
+/// Creates `object` (validated): 201, or 409 when the token's own object of that name exists.
+pub(super) async fn create_object(
+    state: &AppState,
+    principal: &Principal,
+    object: &Object,
+) -> Result<(StatusCode, Json<ObjectDocument>), ApiError> {
+    require_visible(principal, object)?;
+    match existing(state, principal, object.kind, &object.name).await? {
+        Existing::None => put(state, object).await,
+        Existing::Own => Err(ApiError::Conflict(format!(
+            "a {} named '{}' exists: PUT replaces it",
+            object.kind, object.name
+        ))),
+        Existing::Others => Err(not_found(object.kind, &object.name)),
+    }
+}
+
+/// Creates or replaces `object` (validated): 201 or 200.
+pub(super) async fn replace_object(
+    state: &AppState,
+    principal: &Principal,
+    object: &Object,
+) -> Result<(StatusCode, Json<ObjectDocument>), ApiError> {
+    require_visible(principal, object)?;
+    match existing(state, principal, object.kind, &object.name).await? {
+        Existing::Others => Err(not_found(object.kind, &object.name)),
+        Existing::None | Existing::Own => put(state, object).await,
+    }
+}
+
+/// Deletes the object `name` of `kind`: 204, or 404 when the token has no such object.
+pub(super) async fn delete_object(
+    state: &AppState,
+    principal: &Principal,
+    kind: ObjectKind,
+    name: &str,
+) -> Result<StatusCode, ApiError> {
+    if existing(state, principal, kind, name).await? != Existing::Own
+        || !state
+            .lake
+            .catalog()
+            .delete_object(kind.name(), name)
+            .await?
+    {
+        return Err(not_found(kind, name));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Stores `object`, created or replaced: 201 or 200 with the stored document.
+async fn put(
     state: &AppState,
     object: &Object,
 ) -> Result<(StatusCode, Json<ObjectDocument>), ApiError> {
@@ -264,21 +324,11 @@ pub async fn delete(
 ) -> Result<StatusCode, ApiError> {
     principal.require(Permission::Admin, "changing catalog objects")?;
     let kind = kind(&kind_name)?;
-    let existing = stored(&state, &principal, kind).await?;
-    if !existing.iter().any(|o| o.name == name)
-        || !state
-            .lake
-            .catalog()
-            .delete_object(kind.name(), &name)
-            .await?
-    {
-        return Err(not_found(kind, &name));
-    }
-    Ok(StatusCode::NO_CONTENT)
+    delete_object(&state, &principal, kind, &name).await
 }
 
 /// A team-scoped token may only write objects of its own team.
-pub(super) fn require_visible(principal: &Principal, object: &Object) -> Result<(), ApiError> {
+fn require_visible(principal: &Principal, object: &Object) -> Result<(), ApiError> {
     if visible(principal, &object.spec) {
         Ok(())
     } else {
