@@ -5,6 +5,7 @@
 mod support;
 
 mod budgets;
+mod cli_reads;
 mod costs;
 mod demo;
 mod docs;

@@ -257,6 +257,11 @@ pub struct SqlArgs {
     /// How to print the result.
     #[arg(long, env = "GPULEDGER_FORMAT", value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
+
+    /// Also run statements that write (`COPY … TO`, `CREATE EXTERNAL TABLE`, `SET`); without
+    /// it, only queries run, as over HTTP and the Postgres port.
+    #[arg(long)]
+    pub allow_writes: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -37,11 +37,26 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
-    let lake = Lake::open(&LakeConfig {
+    let config = LakeConfig {
         data: cli.data.clone(),
         catalog: cli.catalog.clone(),
-    })
-    .await?;
+    };
+    // Only the commands that land or declare something create a lake; reading one that is not
+    // there is an error, not an empty answer.
+    let creates = matches!(
+        cli.command,
+        Command::Ingest(_)
+            | Command::Apply(_)
+            | Command::Demo(_)
+            | Command::Serve(_)
+            | Command::Migrate
+            | Command::Token(_)
+    );
+    let lake = if creates {
+        Lake::open(&config).await?
+    } else {
+        Lake::open_existing(&config).await?
+    };
     match cli.command {
         Command::Ingest(args) => commands::ingest::run(&lake, args).await,
         Command::Sql(args) => commands::sql::run(&lake, args).await,

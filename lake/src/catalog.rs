@@ -173,7 +173,18 @@ fn now_micros() -> i64 {
 
 impl Catalog {
     /// Connects and brings the schema up to date.
+    /// Connects to the catalog at `url`, creating and migrating it as needed.
     pub async fn connect(url: &str) -> Result<Self> {
+        Self::open(url, true).await
+    }
+
+    /// Connects to an existing catalog (migrating it to this release), never creating one:
+    /// [`LakeError::NoLake`] when `url` holds none.
+    pub async fn connect_existing(url: &str) -> Result<Self> {
+        Self::open(url, false).await
+    }
+
+    async fn open(url: &str, create: bool) -> Result<Self> {
         install_default_drivers();
         let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Backend::Postgres
@@ -185,11 +196,38 @@ impl Catalog {
                 reason: "the catalog must be sqlite://… or postgres://…".into(),
             });
         };
+        let no_lake = || LakeError::NoLake(format!("catalog {}", redacted(url)));
+        if !create && backend == Backend::Sqlite {
+            let file = url
+                .trim_start_matches("sqlite:")
+                .trim_start_matches("//")
+                .split('?')
+                .next()
+                .unwrap_or_default();
+            if file != ":memory:" && !std::path::Path::new(file).is_file() {
+                return Err(no_lake());
+            }
+        }
         let pool = AnyPoolOptions::new()
             // SQLite allows one writer at a time; one connection keeps writes in order without busy errors.
             .max_connections(if backend == Backend::Sqlite { 1 } else { 8 })
             .connect(url)
             .await?;
+        if !create {
+            let tables = match backend {
+                Backend::Sqlite => {
+                    "SELECT count(*) AS n FROM sqlite_master WHERE name = '_sqlx_migrations'"
+                }
+                Backend::Postgres => {
+                    "SELECT count(*) AS n FROM information_schema.tables
+                     WHERE table_schema = current_schema() AND table_name = '_sqlx_migrations'"
+                }
+            };
+            let found: i64 = sqlx::query(tables).fetch_one(&pool).await?.try_get("n")?;
+            if found == 0 {
+                return Err(no_lake());
+            }
+        }
         match backend {
             Backend::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&pool).await?,
             Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
@@ -668,6 +706,21 @@ async fn retire_scope(
 }
 
 mod budget_alerts;
+/// A catalog URL for messages: without its password or its options.
+fn redacted(url: &str) -> String {
+    let base = url.split('?').next().unwrap_or(url);
+    match base.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((user, host)) => {
+                let user = user.split(':').next().unwrap_or_default();
+                format!("{scheme}://{user}@{host}")
+            }
+            None => base.to_string(),
+        },
+        None => base.to_string(),
+    }
+}
+
 mod idempotency;
 mod report_runs;
 mod tokens;

@@ -27,6 +27,12 @@ pub enum LakeError {
 
     #[error("{0}")]
     Invalid(String),
+
+    /// A read command pointed at a place that holds no lake: nothing is created there.
+    #[error(
+        "no gpuledger lake at {0}: `gpuledger ingest`, `apply`, `demo` or `migrate` creates one"
+    )]
+    NoLake(String),
 }
 
 pub type Result<T, E = LakeError> = std::result::Result<T, E>;

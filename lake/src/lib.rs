@@ -43,14 +43,35 @@ pub struct Lake {
 }
 
 impl Lake {
+    /// Opens the lake at `config`, creating it (its directory and catalog) if it is not there:
+    /// for the commands that write (`ingest`, `apply`, `demo`, `serve`, `migrate`).
     pub async fn open(config: &LakeConfig) -> Result<Self> {
+        Self::connect(config, true).await
+    }
+
+    /// Opens an existing lake, never creating one: [`LakeError::NoLake`] when `config` points
+    /// at nothing (the read commands: `sql`, `get`, `report`, `ledger check`).
+    pub async fn open_existing(config: &LakeConfig) -> Result<Self> {
+        Self::connect(config, false).await
+    }
+
+    async fn connect(config: &LakeConfig, create: bool) -> Result<Self> {
         let location = DataLocation::parse(&config.data)?;
+        if let (false, DataLocation::Local(dir)) = (create, &location)
+            && !dir.is_dir()
+        {
+            return Err(LakeError::NoLake(dir.display().to_string()));
+        }
         let store = location.open()?;
         let catalog_url = config
             .catalog
             .clone()
             .unwrap_or_else(|| location.default_catalog_url());
-        let catalog = Catalog::connect(&catalog_url).await?;
+        let catalog = if create {
+            Catalog::connect(&catalog_url).await?
+        } else {
+            Catalog::connect_existing(&catalog_url).await?
+        };
         Ok(Self {
             location,
             store,

@@ -10,7 +10,21 @@ use crate::output::write_batches;
 
 pub async fn run(lake: &Lake, args: SqlArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let ctx = gpuledger_query::new_session(lake)?;
-    let frame = ctx.sql(&args.query).await?;
+    // Read-only like the server's SQL, unless asked: `COPY … TO` would write files and DDL
+    // would change the session's tables.
+    let frame = if args.allow_writes {
+        ctx.sql(&args.query).await?
+    } else {
+        let plan = gpuledger_query::user_query::plan_read_only(&ctx, &args.query)
+            .await
+            .map_err(|error| match error {
+                gpuledger_query::QueryError::Refused(reason) => {
+                    format!("{reason}; `gpuledger sql --allow-writes` runs it").into()
+                }
+                other => Box::new(other) as Box<dyn std::error::Error>,
+            })?;
+        ctx.execute_logical_plan(plan).await?
+    };
     let schema = std::sync::Arc::new(frame.schema().as_arrow().clone());
     let batches = frame.collect().await?;
     let mut out = std::io::BufWriter::new(std::io::stdout());
