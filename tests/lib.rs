@@ -18,6 +18,7 @@ mod ingest_pipeline;
 mod ingest_tokens;
 mod ledger;
 mod ledger_usage;
+mod live_ledger;
 mod objects;
 mod order_independence;
 mod pgwire;

@@ -133,6 +133,11 @@ pub struct ServeArgs {
     #[arg(long, env = "GPULEDGER_QUERY_CONCURRENCY", default_value_t = 4)]
     pub query_concurrency: usize,
 
+    /// How often the ledger is brought up to date with what landed (its dirty hours rebuilt, by
+    /// one replica of those sharing the catalog), e.g. 1m or 10s; 0s leaves it to `ledger build`.
+    #[arg(long, env = "GPULEDGER_LEDGER_INTERVAL", default_value = "1m")]
+    pub ledger_interval: humantime::Duration,
+
     /// How often every budget is evaluated and new threshold crossings alerted, e.g. 5m or 30s.
     #[arg(long, env = "GPULEDGER_BUDGET_INTERVAL", default_value = "5m")]
     pub budget_interval: humantime::Duration,

@@ -722,6 +722,7 @@ fn redacted(url: &str) -> String {
 }
 
 mod idempotency;
+mod leases;
 mod report_runs;
 mod tokens;
 

@@ -3,6 +3,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -38,6 +39,11 @@ pub struct Metrics {
     pub query_seconds: Family<OutcomeLabel, Histogram>,
     pub report_runs: Family<OutcomeLabel, Counter>,
     pub budget_alerts: Counter,
+    /// Seconds the newest ledger build is behind the newest input (0: current).
+    pub ledger_lag_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// Live-ledger rounds by outcome: `built`, `idle` (nothing changed), `skipped` (another
+    /// replica held the lease), `failed`.
+    pub ledger_rounds: Family<OutcomeLabel, Counter>,
     registry: std::sync::Arc<Registry>,
 }
 
@@ -88,6 +94,18 @@ impl Metrics {
             "Budget threshold crossings recorded by this replica",
             budget_alerts.clone(),
         );
+        let ledger_lag_seconds = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "ledger_lag_seconds",
+            "Seconds the newest ledger build is behind the newest input it reads",
+            ledger_lag_seconds.clone(),
+        );
+        let ledger_rounds = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "ledger_rounds",
+            "Live-ledger rounds by outcome (built, idle, skipped, failed)",
+            ledger_rounds.clone(),
+        );
         Self {
             requests,
             rows_ingested,
@@ -96,8 +114,24 @@ impl Metrics {
             query_seconds,
             report_runs,
             budget_alerts,
+            ledger_lag_seconds,
+            ledger_rounds,
             registry: std::sync::Arc::new(registry),
         }
+    }
+
+    pub fn observe_ledger_round(&self, outcome: &Result<Option<usize>, crate::error::ApiError>) {
+        let outcome = match outcome {
+            Ok(Some(0)) => "idle",
+            Ok(Some(_)) => "built",
+            Ok(None) => "skipped",
+            Err(_) => "failed",
+        };
+        self.ledger_rounds
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.into(),
+            })
+            .inc();
     }
 
     /// The text exposition format.

@@ -23,6 +23,7 @@ mod costs;
 mod health;
 mod ingest;
 mod ledger;
+mod live_ledger;
 pub mod metrics;
 mod objects;
 mod pgwire;
@@ -64,6 +65,8 @@ pub struct AppState {
     pub sql: Arc<SqlSettings>,
     /// The largest ingest request body, in bytes.
     pub ingest_max_bytes: u64,
+    /// The ledger `serve` keeps current (`--ledger-interval`).
+    pub ledger: Arc<live_ledger::LiveLedger>,
     shutting_down: Arc<AtomicBool>,
 }
 
@@ -90,6 +93,7 @@ impl AppState {
                 slots: Semaphore::new(args.query_concurrency),
             }),
             ingest_max_bytes: args.ingest_max_mb << 20,
+            ledger: Arc::new(live_ledger::LiveLedger::new(args.ledger_interval.into())),
             shutting_down: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -175,6 +179,7 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(ingest::prom_write))
         .routes(routes!(auth::me))
         .routes(routes!(ledger::balance_report))
+        .routes(routes!(live_ledger::status))
         .routes(routes!(objects::list, objects::create))
         .routes(routes!(objects::get, objects::replace, objects::delete))
         .routes(routes!(budgets::list, budgets::create))
@@ -242,6 +247,7 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
         expression => Some(gpuledger_report::export::parse_schedule(expression)?),
     };
     let state = AppState::new(lake.clone(), &args);
+    live_ledger::spawn(state.clone());
     alerts::spawn(state.clone(), args.budget_interval.into());
     let shutting_down = Arc::clone(&state.shutting_down);
     let (stop_exports, exports_stopped) = tokio::sync::oneshot::channel::<()>();

@@ -177,6 +177,71 @@ pub async fn input_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, QueryError> 
     Ok(days)
 }
 
+/// The days a live ledger must bring up to date after inputs committed since `since`
+/// (microseconds): the days new telemetry and events touch (telemetry through the time its last
+/// sample stands for), every day billing covers when a bill landed, and every built day when a
+/// declared object changed. Days after `today` are left for when they come. The catalog answers
+/// all but the billing part, so a quiet round reads no Parquet.
+pub async fn days_changed_since(
+    lake: &Lake,
+    declared: &Declared,
+    since: Micros,
+    today: NaiveDate,
+) -> Result<BTreeSet<NaiveDate>, QueryError> {
+    let catalog = lake.catalog();
+    let gap = ClassifyConfig::default().max_sample_gap;
+    let mut days = BTreeSet::new();
+    for (table, reach) in [(Table::GpuSamples, gap), (Table::SchedulerEvents, 0)] {
+        for file in catalog.files_committed_since(table, since).await? {
+            let last = date_of(file.max_ts.saturating_add(reach)).min(today);
+            days.extend(days_between(date_of(file.min_ts), last));
+        }
+    }
+    if !catalog
+        .files_committed_since(Table::BillingLines, since)
+        .await?
+        .is_empty()
+    {
+        days.extend(billing_days(lake).await?);
+    }
+    if declared.changed_at > since {
+        for day in lake.catalog().ledger_days().await?.keys() {
+            if let Ok(day) = day.parse::<NaiveDate>() {
+                days.insert(day);
+            }
+        }
+    }
+    days.retain(|day| *day <= today);
+    Ok(days)
+}
+
+/// The days billing lines cover.
+async fn billing_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, QueryError> {
+    let ctx = new_session(lake)?;
+    let sql = "SELECT DISTINCT date_trunc('day', charge_period_start),
+                      date_trunc('day', coalesce(charge_period_end, charge_period_start) - INTERVAL '1 microsecond')
+               FROM billing_lines";
+    let mut days = BTreeSet::new();
+    for batch in ctx.sql(sql).await?.collect().await? {
+        let (first, last) = (
+            batch.column(0).as_primitive::<TimestampMicrosecondType>(),
+            batch.column(1).as_primitive::<TimestampMicrosecondType>(),
+        );
+        for row in 0..batch.num_rows() {
+            let last = if last.is_valid(row) {
+                last.value(row)
+            } else {
+                first.value(row)
+            };
+            days.extend(days_between(
+                date_of(first.value(row)),
+                date_of(last.max(first.value(row))),
+            ));
+        }
+    }
+    Ok(days)
+}
+
 /// Every day from `from` to `to`, both included.
 pub fn days_between(from: NaiveDate, to: NaiveDate) -> impl Iterator<Item = NaiveDate> {
     from.iter_days().take_while(move |d| *d <= to)

@@ -1,0 +1,173 @@
+//! `serve` keeps the ledger current: what lands over HTTP (declared objects, scheduler events)
+//! reaches `team_costs`, a budget's status, `/v1/ledger/status` and the lag metric within the
+//! configured `--ledger-interval`, with no `gpuledger ledger build`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Server, ledgers};
+
+fn post_events(server: &Server, token: &str, body: String) {
+    let response = server
+        .http
+        .post(server.url("/v1/ingest/events?tz=UTC"))
+        .bearer_auth(token)
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(
+        response.status().as_u16(),
+        202,
+        "{}",
+        response.text().unwrap()
+    );
+}
+
+fn event(time: &str, event: &str, team: &str, extra: &str) -> String {
+    format!(
+        "{{\"ts\":\"2026-11-02T{time}Z\",\"event\":\"{event}\",\"cluster\":\"live\",\"node\":\"l4-1\",\
+         \"namespace\":\"{team}\",\"workload\":\"job\",\"pod\":\"job-{team}\",{extra}\
+         \"labels\":{{\"team\":\"{team}\"}}}}\n"
+    )
+}
+
+/// Polls `what` (up to 60 s) until it returns `Some`.
+fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(found) = probe() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn team_totals(server: &Server, token: &str) -> Vec<(String, f64)> {
+    server
+        .rows(
+            token,
+            "select team, cast(total_cost as double) as total from team_costs('2026-11-02', '2026-11-03') order by team",
+        )
+        .iter()
+        .map(|r| (r["team"].as_str().unwrap().to_string(), r["total"].as_f64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn serve_builds_the_ledger_from_what_lands() {
+    for ledger in ledgers() {
+        let backend = ledger.backend;
+        let admin = ledger.token("admin", None);
+        let server = ledger.serve(&["--ledger-interval", "1s", "--budget-interval", "1s"]);
+        // One L4 at 1.20 per GPU-hour (the rate card: no bill).
+        for (kind, spec) in [
+            (
+                "node",
+                json!({"cluster": "live", "node": "l4-1", "gpu_count": 1, "gpu_model": "NVIDIA L4", "capacity_type": "on_demand"}),
+            ),
+            (
+                "rate_card",
+                json!({"gpu_model": "NVIDIA L4", "capacity_type": "on_demand", "price_per_gpu_hour": 1.20}),
+            ),
+        ] {
+            let (status, body) = server.send(
+                "POST",
+                &admin,
+                &format!("/v1/objects/{kind}"),
+                &json!({"spec": spec}),
+            );
+            assert_eq!(status, 201, "[{backend}] {body}");
+        }
+        let (status, body) = server.send(
+            "POST",
+            &admin,
+            "/v1/budgets",
+            &json!({"name": "nlp-cap", "spec": {"team": "nlp", "amount": 10}}),
+        );
+        assert_eq!(status, 201, "[{backend}] {body}");
+
+        // nlp holds the GPU 00:00–10:00: 10 GPU-hours × 1.20 = 12.00.
+        post_events(
+            &server,
+            &admin,
+            event(
+                "00:00:00",
+                "start",
+                "nlp",
+                "\"gpus\":1,\"gpu_indices\":[0],",
+            ) + &event("10:00:00", "stop", "nlp", "\"reason\":\"finished\","),
+        );
+        let totals = eventually("nlp's 12.00", || {
+            let totals = team_totals(&server, &admin);
+            (totals == [("nlp".to_string(), 12.0)]).then_some(totals)
+        });
+        assert_eq!(totals, [("nlp".to_string(), 12.0)], "[{backend}]");
+        // The budget reads the rebuilt ledger: 12.00 of 10 in November.
+        let status = eventually("the budget over", || {
+            let (_, body) =
+                server.get(&admin, "/v1/budgets/nlp-cap/status?at=2026-11-03T00:00:00Z");
+            (body["state"] == "over").then_some(body)
+        });
+        assert_eq!(status["spend_to_date"], 12.0, "[{backend}] {status}");
+
+        // Late data: vision takes the GPU 12:00–18:00 (6 × 1.20 = 7.20); only that day's dirty
+        // hours are rebuilt, nlp keeps 12.00.
+        post_events(
+            &server,
+            &admin,
+            event(
+                "12:00:00",
+                "start",
+                "vision",
+                "\"gpus\":1,\"gpu_indices\":[0],",
+            ) + &event("18:00:00", "stop", "vision", "\"reason\":\"finished\","),
+        );
+        let expected = [("nlp".to_string(), 12.0), ("vision".to_string(), 7.2)];
+        eventually("vision's 7.20", || {
+            (team_totals(&server, &admin) == expected).then_some(())
+        });
+        // A changed rate card restates every built day: 1.50 → nlp 15.00, vision 9.00.
+        let (status, _) = server.send(
+            "PUT",
+            &admin,
+            "/v1/objects/rate_card/NVIDIA%20L4%2Fon_demand",
+            &json!({"spec": {"gpu_model": "NVIDIA L4", "capacity_type": "on_demand", "price_per_gpu_hour": 1.50}}),
+        );
+        assert!(status == 200 || status == 201, "[{backend}] {status}");
+        let restated = [("nlp".to_string(), 15.0), ("vision".to_string(), 9.0)];
+        eventually("the new rate", || {
+            (team_totals(&server, &admin) == restated).then_some(())
+        });
+        // The day balances: the rate card prices the GPU time the ledger sees (no telemetry
+        // here: the 16 allocated hours), 16 × 1.50 = 24.00 = 15.00 + 9.00.
+        let (_, balance) = server.get(&admin, "/v1/ledger/balance?from=2026-11-02&to=2026-11-03");
+        assert_eq!(balance["accounted"], 24.0, "[{backend}] {balance}");
+        assert_eq!(balance["balanced"], true, "[{backend}] {balance}");
+
+        // Current: status and the lag metric say so once a round has run after the last input.
+        let status: Value = eventually("a current ledger", || {
+            let (_, status) = server.get(&admin, "/v1/ledger/status");
+            (status["lag_seconds"] == 0.0 && status["last_round"]["error"].is_null())
+                .then_some(status)
+        });
+        assert_eq!(
+            status["built_through"], "2026-11-02",
+            "[{backend}] {status}"
+        );
+        assert_eq!(status["interval_seconds"], 1.0);
+        eventually("the lag metric at 0", || {
+            let metrics = server
+                .http
+                .get(server.url("/metrics"))
+                .send()
+                .unwrap()
+                .text()
+                .unwrap();
+            (metrics.contains("gpuledger_ledger_lag_seconds 0.0")
+                && metrics.contains("gpuledger_ledger_rounds_total{outcome=\"built\"}"))
+            .then_some(())
+        });
+    }
+}
