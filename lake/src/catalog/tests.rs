@@ -459,3 +459,24 @@ async fn the_first_response_to_an_idempotency_key_is_kept() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_lease_has_one_holder_until_it_runs_out_or_is_released() {
+    each_catalog(async |catalog| {
+        assert!(catalog.claim_lease("ledger", "a", 100, 200).await.unwrap());
+        // Held by a: b cannot take it before it runs out; a renews it.
+        assert!(!catalog.claim_lease("ledger", "b", 150, 250).await.unwrap());
+        assert!(catalog.claim_lease("ledger", "a", 150, 300).await.unwrap());
+        assert!(!catalog.claim_lease("ledger", "b", 299, 400).await.unwrap());
+        // Run out (a died): b takes it over, and a's late release leaves b's lease alone.
+        assert!(catalog.claim_lease("ledger", "b", 301, 400).await.unwrap());
+        catalog.release_lease("ledger", "a").await.unwrap();
+        assert!(!catalog.claim_lease("ledger", "a", 350, 450).await.unwrap());
+        // Released by its holder: free at once.
+        catalog.release_lease("ledger", "b").await.unwrap();
+        assert!(catalog.claim_lease("ledger", "a", 360, 460).await.unwrap());
+        // Other names are other leases.
+        assert!(catalog.claim_lease("compact", "b", 360, 460).await.unwrap());
+    })
+    .await;
+}
