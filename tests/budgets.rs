@@ -119,6 +119,13 @@ fn budgets_and_their_status_on_the_worked_example() {
         assert_eq!(body["amount"], 100.0);
         assert_eq!(body["currency"], "USD");
         assert_status(&body, 40.728, 610.92, 40.728, "warn", json!([]));
+        // Asked two days later, with no data after Nov 2: the run rate is over the days the
+        // ledger holds, so the forecast is the same 610.92 (not 40.728 × 30 / 4 = 305.46).
+        let (_, later) = server.get(
+            &admin,
+            "/v1/budgets/nlp-monthly/status?at=2026-11-05T00:00:00Z",
+        );
+        assert_status(&later, 40.728, 610.92, 40.728, "warn", json!([]));
         // vision: 23.064 of 40 = 57.66 % → 50 crossed; forecast 345.96.
         let (_, body) = server.get(&admin, &format!("/v1/budgets/vision-monthly/status{at}"));
         assert_status(&body, 23.064, 345.96, 57.66, "warn", json!([50.0]));

@@ -320,7 +320,8 @@ pub struct DemoArgs {
     #[arg(long, env = "GPULEDGER_DEMO_SEED", default_value_t = DemoSpec::DEFAULT_SEED)]
     pub seed: u64,
 
-    /// First day (UTC), YYYY-MM-DD; by default the data ends today.
+    /// First day (UTC), YYYY-MM-DD; by default the data ends at the start of today (every hour of
+    /// it has ended).
     #[arg(long, env = "GPULEDGER_DEMO_START")]
     pub start: Option<NaiveDate>,
 

@@ -125,6 +125,36 @@ pub async fn budget_spend(
     single_sum(frame).await
 }
 
+/// The end of what the ledger holds of `target`'s measure in `[from, at)` (microseconds): `at`
+/// when it is current, earlier when its newest hour (or, for a team, its newest day: a team's
+/// cost entries are per day and count whole) ended before — the data stops, or the ledger lags;
+/// `from` when it holds none. A run rate is spend over this span, so time with no data yet does
+/// not dilute it, and the same ledger gives the same forecast whenever it is asked. From the
+/// catalog's file statistics of the whole fleet: no Parquet is read, nothing team-specific
+/// shows.
+pub async fn covered_until(
+    catalog: &gpuledger_lake::Catalog,
+    target: &BudgetTarget,
+    from: i64,
+    at: i64,
+) -> Result<i64, QueryError> {
+    use gpuledger_lake::tables::Table;
+    const MICROS_PER_HOUR: i64 = 3_600_000_000;
+    let (table, step) = match target {
+        BudgetTarget::Team(_) => (Table::CostEntries, 24 * MICROS_PER_HOUR),
+        BudgetTarget::Namespace(_) | BudgetTarget::CostCenter(_) => {
+            (Table::GpuHours, MICROS_PER_HOUR)
+        }
+    };
+    let newest = catalog
+        .active_files(table, Some(from), Some(at))
+        .await?
+        .iter()
+        .map(|f| f.max_ts)
+        .max();
+    Ok(newest.map_or(from, |start| (start + step).min(at)))
+}
+
 /// The dimensions `/v1/costs` aggregates and filters by.
 pub const COST_DIMENSIONS: [&str; 7] = [
     "cluster",

@@ -23,7 +23,7 @@ use gpuledger_ledger::budget::{BudgetTarget, Month, status};
 use gpuledger_ledger::time::Span;
 use gpuledger_query::ledger_build::{balance, build_ledger, day_span, days_between, declared};
 use gpuledger_query::new_session;
-use gpuledger_query::spend::budget_spend;
+use gpuledger_query::spend::{budget_spend, covered_until};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{DemoArgs, ServeArgs};
@@ -39,7 +39,8 @@ pub async fn run(lake: &Lake, data: &str, args: DemoArgs) -> Result<ExitCode, Bo
         seed: args.seed,
         start: args
             .start
-            .unwrap_or_else(|| Utc::now().date_naive() - Duration::days(args.days as i64 - 1)),
+            // The days before today: a demo holds no hour that has not ended yet.
+            .unwrap_or_else(|| Utc::now().date_naive() - Duration::days(args.days as i64)),
         scrape_interval_s: args.scrape_interval,
     };
     spec.check()?;
@@ -180,7 +181,8 @@ async fn declare_budgets(lake: &Lake, until: i64) -> Result<(), Box<dyn Error>> 
             _ => BudgetTarget::CostCenter(owner.into()),
         };
         let spent = budget_spend(&ctx, &target, month.start, until).await?;
-        let forecast = status(1.0, &[], &month, until, spent).forecast;
+        let covered = covered_until(lake.catalog(), &target, month.start, until).await?;
+        let forecast = status(1.0, &[], &month, covered, spent).forecast;
         measured.push((spent, forecast));
     }
     let documents = serde_json::to_string(&catalog::budgets(&measured))?;

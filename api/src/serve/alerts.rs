@@ -54,7 +54,7 @@ async fn evaluate(state: &AppState, client: &reqwest::Client) -> Result<(), ApiE
         let spec: BudgetSpec = object
             .spec_as()
             .map_err(|error| ApiError::Internal(format!("budget {}: {error}", object.name)))?;
-        let status = budget_status(&ctx, &object, now).await?;
+        let status = budget_status(state, &ctx, &object, now).await?;
         for threshold in &status.thresholds_crossed {
             let alert = BudgetAlert {
                 budget: object.name.clone(),

@@ -12,7 +12,7 @@ use datafusion::prelude::SessionContext;
 use gpuledger_lake::BudgetAlert;
 use gpuledger_ledger::budget::{BudgetSpec, BudgetState, Month, status};
 use gpuledger_ledger::objects::{Object, ObjectKind};
-use gpuledger_query::spend::budget_spend;
+use gpuledger_query::spend::{budget_spend, covered_until};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -132,8 +132,11 @@ fn typed(object: &Object) -> Result<BudgetSpec, ApiError> {
         .map_err(|error| ApiError::Internal(format!("stored budget {}: {error}", object.name)))
 }
 
-/// The status of budget `object` at `at`, its spend read through `ctx`.
+/// The status of budget `object` at `at`, its spend read through `ctx`; the forecast runs the
+/// spend on at its rate over the hours the ledger holds (`covered_until`), so the same ledger
+/// gives the same forecast whenever it is asked.
 pub(super) async fn budget_status(
+    state: &AppState,
     ctx: &SessionContext,
     object: &Object,
     at: DateTime<Utc>,
@@ -148,7 +151,8 @@ pub(super) async fn budget_status(
     let month = Month::of(at);
     let at = at.timestamp_micros();
     let spend = budget_spend(ctx, &target, month.start, at).await?;
-    let figures = status(spec.amount, &spec.thresholds, &month, at, spend);
+    let covered = covered_until(state.lake.catalog(), &target, month.start, at).await?;
+    let figures = status(spec.amount, &spec.thresholds, &month, covered, spend);
     Ok(BudgetStatusView {
         budget: object.name.clone(),
         month: month.label,
@@ -212,7 +216,7 @@ pub async fn list(
     let now = Utc::now();
     let mut views = Vec::new();
     for object in stored(&state, &principal, ObjectKind::Budget).await? {
-        let status = budget_status(&ctx, &object, now).await?;
+        let status = budget_status(&state, &ctx, &object, now).await?;
         views.push(BudgetView {
             name: object.name,
             spec: object.spec,
@@ -269,7 +273,7 @@ pub async fn get(
     principal.require(Permission::Read, "reading budgets")?;
     let object = visible_budget(&state, &principal, &name).await?;
     let ctx = state.session(&principal)?;
-    let status = budget_status(&ctx, &object, Utc::now()).await?;
+    let status = budget_status(&state, &ctx, &object, Utc::now()).await?;
     Ok(Json(BudgetView {
         name: object.name,
         spec: object.spec,
@@ -352,7 +356,7 @@ pub async fn budget_status_at(
     let at = parse_at(params.at.as_deref())?;
     let object = visible_budget(&state, &principal, &name).await?;
     let ctx = state.session(&principal)?;
-    Ok(Json(budget_status(&ctx, &object, at).await?))
+    Ok(Json(budget_status(&state, &ctx, &object, at).await?))
 }
 
 /// The alerts recorded for a budget: one per threshold and month it crossed, latest month first.
