@@ -217,3 +217,64 @@ fn check_prices_unbilled_nodes_from_the_rate_card_not_from_the_journal() {
         );
     }
 }
+
+/// Gateway requests that land after a day was built re-split its `usage` pools: they make
+/// their hours dirty like any input. The worked example's 15 requests are all nlp's, so a
+/// network rule by requests gives nlp all 9.00; 5 late vision requests make it 15 : 5 of 20 →
+/// nlp 6.75, vision 2.25.
+#[test]
+fn late_gateway_requests_resplit_usage_pools() {
+    for ledger in ledgers() {
+        load_worked_example(&ledger);
+        let rule = ledger.dir.path().join("rule.yaml");
+        std::fs::write(
+            &rule,
+            "kind: shared_cost_rule\nspec: {name: network-by-requests, priority: 5, matches: {service_category: Networking}, strategy: usage, basis: {usage: requests}}\n",
+        )
+        .unwrap();
+        let build = [
+            "ledger",
+            "build",
+            "--from",
+            "2026-11-02",
+            "--to",
+            "2026-11-02",
+        ];
+        crate::golden::run_ok(&ledger, &["apply", rule.to_str().unwrap()]);
+        crate::golden::run_ok(&ledger, &build);
+        let network = |ledger: &crate::support::Ledger| {
+            ledger.sql(
+                "SELECT team, round(cast(sum(amount) as double), 6) AS amount FROM cost_entries
+                 WHERE rule = 'network-by-requests' GROUP BY team ORDER BY team",
+            )
+        };
+        assert_eq!(
+            network(&ledger),
+            [serde_json::json!({"team": "nlp", "amount": 9.0})],
+            "[{}]",
+            ledger.backend
+        );
+        let late = ledger.dir.path().join("late-tokens.jsonl");
+        let mut lines = String::new();
+        for i in 1..=5 {
+            writeln!(
+                lines,
+                "{{\"ts\": \"2026-11-02T0{i}:30:00Z\", \"request_id\": \"v{i}\", \"team\": \"vision\", \"namespace\": \"vision\", \"workload\": \"caption\", \"model\": \"llava\", \"priority\": \"batch\", \"input_tokens\": 10, \"output_tokens\": 10, \"status\": \"success\"}}"
+            )
+            .unwrap();
+        }
+        std::fs::write(&late, lines).unwrap();
+        crate::golden::run_ok(&ledger, &["ingest", "tokens", late.to_str().unwrap()]);
+        let rebuilt = crate::golden::run_ok(&ledger, &build);
+        assert!(rebuilt.contains("(balanced)"), "{rebuilt}");
+        assert_eq!(
+            network(&ledger),
+            [
+                serde_json::json!({"team": "nlp", "amount": 6.75}),
+                serde_json::json!({"team": "vision", "amount": 2.25}),
+            ],
+            "[{}] {rebuilt}",
+            ledger.backend
+        );
+    }
+}

@@ -52,14 +52,14 @@ impl Catalog {
         Ok(())
     }
 
-    /// When the newest input file (telemetry, events, billing) became active or was replaced, or
+    /// When the newest input file (telemetry, events, billing, gateway requests) became active or was replaced, or
     /// a declared object the ledger reads changed, and when the ledger was last built (microseconds; 0 for never): the ledger's
     /// lag is the first minus the second when positive.
     pub async fn ledger_freshness(&self) -> Result<(i64, i64)> {
         let row = sqlx::query(
             "SELECT CAST(COALESCE(MAX(activated_at), 0) AS BIGINT) AS activated,
                     CAST(COALESCE(MAX(replaced_at), 0) AS BIGINT) AS replaced
-             FROM files WHERE table_name IN ('gpu_samples', 'scheduler_events', 'billing_lines')",
+             FROM files WHERE table_name IN ('gpu_samples', 'scheduler_events', 'billing_lines', 'token_usage')",
         )
         .fetch_one(&self.pool)
         .await?;

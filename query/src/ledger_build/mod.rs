@@ -4,7 +4,7 @@
 //!
 //! Incremental: a built day remembers when it read its inputs. Input files committed after that
 //! make the hours they touch dirty — telemetry its own hours plus the time its last sample
-//! stands for; scheduler events everything from the start of their day (a late stop ends an
+//! stands for; gateway requests their own hours (they weigh `usage` rules); scheduler events everything from the start of their day (a late stop ends an
 //! allocation early, a stop without its start opens a run at the day's start);
 //! billing the whole days it covers — and only those hours are recomputed. The day's journal
 //! and balance are then recomputed from the stored and the new rows.
@@ -178,8 +178,8 @@ pub async fn input_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, QueryError> 
 }
 
 /// The days a live ledger must bring up to date after inputs committed since `since`
-/// (microseconds): the days new telemetry and events touch (telemetry through the time its last
-/// sample stands for), every day billing covers when a bill landed, and every built day when a
+/// (microseconds): the days new telemetry, events and gateway requests touch (telemetry through
+/// the time its last sample stands for), every day billing covers when a bill landed, and every built day when a
 /// declared object changed. Days after `today` are left for when they come. The catalog answers
 /// all but the billing part, so a quiet round reads no Parquet.
 pub async fn days_changed_since(
@@ -191,7 +191,11 @@ pub async fn days_changed_since(
     let catalog = lake.catalog();
     let gap = ClassifyConfig::default().max_sample_gap;
     let mut days = BTreeSet::new();
-    for (table, reach) in [(Table::GpuSamples, gap), (Table::SchedulerEvents, 0)] {
+    for (table, reach) in [
+        (Table::GpuSamples, gap),
+        (Table::SchedulerEvents, 0),
+        (Table::TokenUsage, 0),
+    ] {
         for file in catalog.files_committed_since(table, since).await? {
             let last = date_of(file.max_ts.saturating_add(reach)).min(today);
             days.extend(days_between(date_of(file.min_ts), last));
@@ -284,6 +288,14 @@ async fn dirty_hours(
         // A late stop ends an allocation early; a stop whose start is not in the data opens a
         // run at the start of its day: everything from that day's start on may change.
         touched.push(Span::new(floor_day(file.min_ts), window.end));
+    }
+    for file in catalog
+        .files_committed_since(Table::TokenUsage, built_at)
+        .await?
+    {
+        // Requests and tokens weigh `usage` rules: their hours are rebuilt, so the day's journal
+        // (recomputed whenever any hour is) splits the pools by the new usage.
+        touched.push(Span::new(file.min_ts, file.max_ts + 1));
     }
     for file in catalog
         .files_committed_since(Table::BillingLines, built_at)
