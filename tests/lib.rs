@@ -13,6 +13,7 @@ mod golden;
 mod ingest_dcgm;
 mod ingest_events;
 mod ingest_focus;
+mod ingest_hostile;
 mod ingest_http;
 mod ingest_pipeline;
 mod ingest_tokens;

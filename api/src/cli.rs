@@ -144,6 +144,32 @@ pub struct ServeArgs {
     /// The largest ingest request body (as sent, before gunzip), in MiB; past it the answer is 413.
     #[arg(long, env = "GPULEDGER_INGEST_MAX_MB", default_value_t = 1024)]
     pub ingest_max_mb: u64,
+    /// The largest ingest input once decompressed (gunzip), in MiB; past it the answer is 413.
+    #[arg(
+        long,
+        env = "GPULEDGER_INGEST_MAX_DECOMPRESSED_MB",
+        default_value_t = 4096
+    )]
+    pub ingest_max_decompressed_mb: u64,
+    /// The longest line of a text ingest input, in KiB; past it the answer is 413 naming the line.
+    #[arg(long, env = "GPULEDGER_INGEST_MAX_LINE_KB", default_value_t = 1024)]
+    pub ingest_max_line_kb: u64,
+    /// Rejected records kept in the quarantine per ingest request; the rest are counted only.
+    #[arg(long, env = "GPULEDGER_INGEST_MAX_REJECTIONS", default_value_t = 1000)]
+    pub ingest_max_rejections: usize,
+    /// How long a body stamped with its arrival time (an untimestamped scrape without `at`) sent
+    /// again byte for byte by the same token is taken as a retry of the first, e.g. 10m.
+    #[arg(long, env = "GPULEDGER_INGEST_RETRY_WINDOW", default_value = "10m")]
+    pub ingest_retry_window: humantime::Duration,
+    /// How long a client may take to send a request's headers before the connection is closed.
+    #[arg(long, env = "GPULEDGER_HEADER_TIMEOUT", default_value = "10s")]
+    pub header_timeout: humantime::Duration,
+    /// How long a request body may pause between two chunks before the request fails (408).
+    #[arg(long, env = "GPULEDGER_BODY_TIMEOUT", default_value = "60s")]
+    pub body_timeout: humantime::Duration,
+    /// HTTP connections served at once; more wait to be accepted.
+    #[arg(long, env = "GPULEDGER_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
     /// Address and port for the PostgreSQL wire protocol (psql, Grafana, DBeaver), or `off`.
     #[arg(long, env = "GPULEDGER_PG_LISTEN", default_value = "127.0.0.1:5433")]
     pub pg_listen: String,
@@ -242,6 +268,14 @@ pub struct IngestArgs {
     /// Reject the whole input on the first bad record.
     #[arg(long, env = "GPULEDGER_STRICT")]
     pub strict: bool,
+
+    /// The longest line of a text input, in KiB.
+    #[arg(long, env = "GPULEDGER_INGEST_MAX_LINE_KB", default_value_t = 1024)]
+    pub max_line_kb: u64,
+
+    /// The largest input once decompressed, in MiB; no limit if not given.
+    #[arg(long, env = "GPULEDGER_INGEST_MAX_DECOMPRESSED_MB")]
+    pub max_decompressed_mb: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

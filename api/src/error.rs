@@ -33,6 +33,9 @@ pub enum ApiError {
     NotAcceptable(String),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// The client stopped sending its request.
+    #[error("{0}")]
+    RequestTimeout(String),
     #[error(transparent)]
     Query(#[from] QueryError),
     #[error(transparent)]
@@ -91,7 +94,13 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => {
                 class(StatusCode::PAYLOAD_TOO_LARGE, "54000", "Payload too large")
             }
+            ApiError::RequestTimeout(_) => {
+                class(StatusCode::REQUEST_TIMEOUT, "57014", "Request timeout")
+            }
             ApiError::Query(error) => query_class(error),
+            ApiError::Ingest(IngestError::TooLarge { .. } | IngestError::LineTooLong { .. }) => {
+                class(StatusCode::PAYLOAD_TOO_LARGE, "54000", "Payload too large")
+            }
             ApiError::Ingest(
                 IngestError::Read { .. } | IngestError::Format { .. } | IngestError::Strict { .. },
             ) => class(

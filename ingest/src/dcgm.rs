@@ -64,6 +64,8 @@ pub struct DcgmStats {
     /// DCGM blank values (no data, not supported, …) and NaN: not readings, so not landed.
     pub sentinels_dropped: u64,
     pub rejected: u64,
+    /// Sample lines without a timestamp, read as taken at `ParseContext::at`.
+    pub untimestamped: u64,
 }
 
 /// Parses one dcgm-exporter text input and streams its rows to `sink`: `gpu_samples` batches of at
@@ -399,10 +401,19 @@ impl Series {
     }
 }
 
+/// A device index (`gpu`, `GPU_I_ID`): a non-negative integer.
 fn integer(label: &str, value: &str, column: &str) -> Result<i32, LineError> {
-    value
-        .parse()
-        .map_err(|_| LineError::new(label, format!("'{value}' is not an integer {column}")))
+    match value.parse::<i32>() {
+        Ok(index) if index >= 0 => Ok(index),
+        Ok(_) => Err(LineError::new(
+            label,
+            format!("'{value}' is negative: {column} is a device index (0 or more)"),
+        )),
+        Err(_) => Err(LineError::new(
+            label,
+            format!("'{value}' is not an integer {column}"),
+        )),
+    }
 }
 
 fn labels_json(labels: &BTreeMap<&str, &str>) -> Option<String> {
@@ -791,6 +802,7 @@ fn value_and_timestamp(rest: &[u8], metric: &[u8]) -> Result<(f64, Option<i64>),
             format!("'{written}' is not a timestamp (integer milliseconds since the epoch)"),
         ));
     };
+
     let rest = trim_blanks(&rest[timestamp_len..]);
     if !rest.is_empty() && rest[0] != b'#' {
         let written = String::from_utf8_lossy(rest);
@@ -801,6 +813,9 @@ fn value_and_timestamp(rest: &[u8], metric: &[u8]) -> Result<(f64, Option<i64>),
     }
     Ok((value, Some(timestamp)))
 }
+
+/// 10000-01-01T00:00:00Z in µs: the first instant past what dates can be written as.
+const MAX_TIMESTAMP_MICROS: i64 = 253_402_300_800_000_000;
 
 fn trim_blanks(bytes: &[u8]) -> &[u8] {
     let start = skip_blanks(bytes, 0);
@@ -883,6 +898,54 @@ fn parse_integer(token: &[u8]) -> Option<i64> {
     Some(if negative { -value } else { value })
 }
 
+/// Whether `value` can be a reading of `metric` (`column`: its wide column, if a known DCGM field):
+/// finite, within what a DCGM field holds (int64 readings, doubles printed from them), never
+/// negative for a known field (utilisations, memory, power, energy, clocks, temperatures and
+/// counters are all unsigned).
+fn check_reading(metric: &str, column: Option<usize>, value: f64) -> Result<(), LineError> {
+    const MAX_READING: f64 = 9.223_372_036_854_775_807e18;
+    if !value.is_finite() {
+        return Err(LineError::new(
+            metric,
+            format!("{} is not a reading (only finite values are)", shown(value)),
+        ));
+    }
+    if value.abs() >= MAX_READING {
+        return Err(LineError::new(
+            metric,
+            format!(
+                "{} is out of range for a DCGM field (at most 2^63 in magnitude)",
+                shown(value)
+            ),
+        ));
+    }
+    let Some(column) = column else {
+        return Ok(());
+    };
+    let name = DCGM_FIELDS[column].1;
+    if value < 0.0 {
+        return Err(LineError::new(
+            metric,
+            format!("{} is negative: {name} cannot be", shown(value)),
+        ));
+    }
+    Ok(())
+}
+
+/// A value as Prometheus text writes it: `+Inf`, `-Inf`, and an exponent for very large or small
+/// magnitudes.
+fn shown(value: f64) -> String {
+    if value.is_infinite() {
+        return if value > 0.0 { "+Inf" } else { "-Inf" }.to_string();
+    }
+    let magnitude = value.abs();
+    if magnitude >= 1e16 || (magnitude != 0.0 && magnitude < 1e-4) {
+        format!("{value:e}")
+    } else {
+        value.to_string()
+    }
+}
+
 /// DCGM's "blank" values (no data, not found, not supported, no permission: `DCGM_*_BLANK` + 0..3 in
 /// dcgm_structs.h), which dcgm-exporter prints as if they were readings, and NaN.
 fn is_blank(value: f64) -> bool {
@@ -891,10 +954,7 @@ fn is_blank(value: f64) -> bool {
     const INT64_BLANK: f64 = 0x7fff_ffff_ffff_fff0_u64 as f64;
     const FP64_BLANK: f64 = 140_737_488_355_328.0; // 2^47
     let in_family = |base: f64| value >= base && value <= base + 3.0 && value.fract() == 0.0;
-    value.is_nan()
-        || (value.is_finite() && value >= INT64_BLANK)
-        || in_family(INT32_BLANK)
-        || in_family(FP64_BLANK)
+    value.is_nan() || value == INT64_BLANK || in_family(INT32_BLANK) || in_family(FP64_BLANK)
 }
 
 /// Wide rows not yet emitted, column by column. NaN marks "no value": NaN samples are dropped before
@@ -1218,6 +1278,22 @@ impl<'c> Parser<'c> {
             self.stats.sentinels_dropped += 1;
             return Ok(Ok(()));
         }
+        if !(0..MAX_TIMESTAMP_MICROS).contains(&sample.ts) {
+            return Ok(Err(LineError::new(
+                "timestamp",
+                format!(
+                    "{} ms since the epoch is outside 1970-01-01 to 9999-12-31",
+                    sample.ts.div_euclid(1000)
+                ),
+            )));
+        }
+        if let Err(error) = check_reading(
+            &self.metrics.names[sample.metric.id],
+            sample.metric.column,
+            sample.value,
+        ) {
+            return Ok(Err(error));
+        }
         if self.record(sample, sink)?.is_err() {
             let metric = &self.metrics.names[sample.metric.id];
             return Ok(Err(LineError::new(
@@ -1246,6 +1322,9 @@ impl<'c> Parser<'c> {
             (self.series.unlabelled()?, &text[after_name..])
         };
         let (value, ts) = value_and_timestamp(rest, name)?;
+        if ts.is_none() {
+            self.stats.untimestamped += 1;
+        }
         Ok(Sample {
             metric,
             series,

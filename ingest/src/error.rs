@@ -24,6 +24,29 @@ pub enum IngestError {
         reason: String,
     },
 
+    /// The input is larger, once decompressed, than the limit `limit` names.
+    #[error(
+        "{origin}: the input is larger than {} MiB once decompressed (the limit {limit})",
+        max_bytes >> 20
+    )]
+    TooLarge {
+        origin: String,
+        max_bytes: u64,
+        limit: &'static str,
+    },
+
+    /// A line of a text input is longer than the limit `limit` names.
+    #[error(
+        "{origin}:{line}: the line is longer than {} KiB (the limit {limit})",
+        max_bytes >> 10
+    )]
+    LineTooLong {
+        origin: String,
+        line: u64,
+        max_bytes: u64,
+        limit: &'static str,
+    },
+
     #[error("building Arrow batch: {0}")]
     Arrow(#[from] arrow::error::ArrowError),
 

@@ -62,6 +62,12 @@ use sha2::{Digest, Sha256};
 use crate::error::IngestError;
 use crate::record::{ParseContext, Rejection, Sink};
 
+/// 10000-01-01T00:00:00Z in µs: event times before it (and from 1970 on) are dates.
+const MAX_TIME_MICROS: i64 = 253_402_300_800_000_000;
+
+/// The most devices one event may count (a whole fleet's GPUs in one job).
+const MAX_GPUS: f64 = 1_000_000.0;
+
 /// What an input was recognised as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputFormat {
@@ -257,6 +263,30 @@ impl Event {
         self
     }
 
+    /// The checks every source's events pass: a time that is a date (1970 to 9999) and a device
+    /// count that is a whole number of devices a workload can hold.
+    fn check(&self) -> Result<(), Bad> {
+        let micros = self.ts.timestamp_micros();
+        if !(0..MAX_TIME_MICROS).contains(&micros) {
+            return Err(Bad::new(
+                "ts",
+                format!(
+                    "{} is outside 1970-01-01 to 9999-12-31",
+                    self.ts.to_rfc3339()
+                ),
+            ));
+        }
+        if let Some(gpus) = self.subject.gpus
+            && !(gpus.fract() == 0.0 && (0.0..=MAX_GPUS).contains(&gpus))
+        {
+            return Err(Bad::new(
+                "gpus",
+                format!("{gpus:?} is not a whole number of GPUs from 0 to {MAX_GPUS}"),
+            ));
+        }
+        Ok(())
+    }
+
     /// What makes two sightings the same event: see the module documentation.
     fn identity(&self) -> u128 {
         let s = &self.subject;
@@ -330,6 +360,10 @@ impl<'a> Output<'a> {
         raw: impl FnOnce() -> String,
     ) -> Result<(), IngestError> {
         self.stats.records += 1;
+        let result = result.and_then(|events| {
+            events.iter().try_for_each(Event::check)?;
+            Ok(events)
+        });
         match result {
             Ok(events) if events.is_empty() => self.stats.skipped += 1,
             Ok(events) => {

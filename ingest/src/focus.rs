@@ -103,6 +103,9 @@ enum Rule {
     /// FOCUS Date/Time.
     Time,
     Number,
+    /// FOCUS Currency Format for a national currency: an ISO 4217 code, three letters, stored
+    /// upper-case. A line whose currency is not one cannot be summed with any other: rejected.
+    Currency,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -159,7 +162,7 @@ const SERVICE_CATEGORIES: &[&str] = &[
 ];
 
 use Presence::{Mandatory, Optional, Required};
-use Rule::{Allowed, KeyValue, Number, Text, Time};
+use Rule::{Allowed, Currency, KeyValue, Number, Text, Time};
 
 /// The FOCUS columns of `billing_lines`, in its schema order (a test holds them together); the
 /// schema ends with `extra_columns`, `source_file` and `source_line`, which are not FOCUS's.
@@ -167,7 +170,7 @@ const FOCUS_COLUMNS: &[FocusColumn] = &[
     focus(&["BillingAccountId"], Text, Mandatory),
     focus(&["BillingAccountName"], Text, Mandatory),
     focus(&["BillingAccountType"], Text, Optional),
-    focus(&["BillingCurrency"], Text, Mandatory),
+    focus(&["BillingCurrency"], Currency, Mandatory),
     focus(&["BillingPeriodStart"], Time, Mandatory),
     focus(&["BillingPeriodEnd"], Time, Mandatory),
     focus(&["ChargePeriodStart"], Time, Required),
@@ -265,6 +268,14 @@ struct Layout {
 }
 
 impl Layout {
+    /// The input header that fills FOCUS column `index`, if one does.
+    fn header_of(&self, index: usize) -> Option<&str> {
+        self.targets
+            .iter()
+            .position(|target| *target == Some(index))
+            .map(|position| self.headers[position].as_str())
+    }
+
     /// Matches a header to the FOCUS columns (a second column for the same FOCUS column goes to
     /// `extra_columns`), or says why the input is not FOCUS. Also returns the FOCUS Mandatory
     /// columns it lacks.
@@ -351,8 +362,39 @@ fn convert<'a>(rule: Rule, text: &'a str, date_format: Option<&str>) -> Outcome<
         Number => parse_number(text).map_or_else(Outcome::Invalid, |units| {
             Outcome::Value(Typed::Number(units))
         }),
+        Currency => {
+            let code = text.trim();
+            if code.len() == 3 && code.bytes().all(|b| b.is_ascii_alphabetic()) {
+                Outcome::Value(Typed::Text(Cow::Owned(code.to_ascii_uppercase())))
+            } else {
+                Outcome::Invalid(format!(
+                    "'{text}' is not a currency code (ISO 4217: three letters, e.g. USD)"
+                ))
+            }
+        }
     }
 }
+
+fn micros_text(micros: i64) -> String {
+    DateTime::from_timestamp_micros(micros).map_or_else(
+        || micros.to_string(),
+        |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    )
+}
+
+/// The position of a FOCUS column in `FOCUS_COLUMNS`, by its first name.
+fn column_index(name: &str) -> usize {
+    FOCUS_COLUMNS
+        .iter()
+        .position(|c| c.names[0] == name)
+        .expect("a FOCUS column")
+}
+
+/// The (start, end) column pairs of a period: `*PeriodEnd` is exclusive, never before the start.
+const PERIODS: [(&str, &str); 2] = [
+    ("ChargePeriodStart", "ChargePeriodEnd"),
+    ("BillingPeriodStart", "BillingPeriodEnd"),
+];
 
 /// A FOCUS Date/Time: ISO 8601 with `T` or a space, with or without fraction and offset (none
 /// means UTC), or a bare date (midnight UTC); or, only when the caller names it, another format.
@@ -456,7 +498,7 @@ enum ColumnBuilder {
 impl ColumnBuilder {
     fn for_rule(rule: Rule) -> Self {
         match rule {
-            Text | Allowed(_) | KeyValue => Self::Text(StringBuilder::new()),
+            Text | Allowed(_) | KeyValue | Currency => Self::Text(StringBuilder::new()),
             Time => {
                 Self::Time(TimestampMicrosecondBuilder::new().with_data_type(tables::timestamp()))
             }
@@ -562,13 +604,37 @@ impl<'c> LineWriter<'c> {
                     staged[index] = Some(value);
                     unlisted = true;
                 }
-                Outcome::Invalid(reason) if required => problems.push((index, header, reason)),
+                Outcome::Invalid(reason) if required || FOCUS_COLUMNS[index].rule == Currency => {
+                    problems.push((index, header, reason))
+                }
                 Outcome::Invalid(_) => {
                     invalid.insert(
                         header.clone(),
                         Json::String(text.unwrap_or_default().into()),
                     );
                 }
+            }
+        }
+
+        for (start, end) in PERIODS {
+            let (start, end) = (column_index(start), column_index(end));
+            if let (Some(Typed::Time(from)), Some(Typed::Time(to))) = (&staged[start], &staged[end])
+                && to < from
+            {
+                let header = self
+                    .layout
+                    .header_of(end)
+                    .unwrap_or(FOCUS_COLUMNS[end].names[0]);
+                problems.push((
+                    end,
+                    header,
+                    format!(
+                        "ends before it starts ({} before {} {})",
+                        micros_text(*to),
+                        FOCUS_COLUMNS[start].names[0],
+                        micros_text(*from)
+                    ),
+                ));
             }
         }
 

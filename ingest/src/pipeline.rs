@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use arrow::array::{AsArray, BooleanArray};
 use arrow::record_batch::RecordBatch;
 use chrono::{DateTime, Utc};
-use gpuledger_lake::catalog::{CommitOutcome, NewBatch};
+use gpuledger_lake::catalog::{CommitOptions, CommitOutcome, NewBatch};
 use gpuledger_lake::tables::Table;
 use gpuledger_lake::writer::{TableWriter, WrittenFile};
 use gpuledger_lake::{Lake, Rejection};
@@ -56,6 +56,9 @@ struct Parsed {
     ignored_series: u64,
     /// Records the parser dropped as repeated within the input (scheduler events).
     duplicates: u64,
+    /// Records were read relative to `ParseContext::at` (untimestamped dcgm samples, the ages
+    /// of a `kubectl get events` table): the time is part of what landed.
+    read_at: bool,
 }
 
 impl Source {
@@ -86,7 +89,10 @@ impl Source {
         Ok(match self {
             Source::Dcgm => {
                 let stats = dcgm::parse(input, ctx, sink)?;
-                records(stats.samples + stats.sentinels_dropped + stats.rejected)
+                Parsed {
+                    read_at: stats.untimestamped > 0,
+                    ..records(stats.samples + stats.sentinels_dropped + stats.rejected)
+                }
             }
             Source::Focus => records(focus::parse(input, ctx, sink)?.records_read),
             Source::Tokens => records(tokens::parse(input, ctx, sink)?.records),
@@ -95,6 +101,7 @@ impl Source {
                 Parsed {
                     records: stats.records,
                     duplicates: stats.duplicates,
+                    read_at: stats.format == Some(events::InputFormat::KubectlEvents),
                     ..Parsed::default()
                 }
             }
@@ -197,7 +204,57 @@ pub struct IngestOptions {
     pub idempotency_key: Option<String>,
     /// Bytes read so far, for progress bars.
     pub progress: Option<Arc<AtomicU64>>,
+    /// Whether `context.at` was declared (`--at`, `?at=`, a file's modification time, the time a
+    /// scrape was taken) rather than the clock at arrival. A declared time is part of an input's
+    /// identity. An arrival time is not: an input read relative to it (an untimestamped scrape)
+    /// is recognised only as a retry, the same content from the same `sender` within
+    /// `retry_window`.
+    pub at_declared: bool,
+    /// Who sent the input (an API token's id), for recognising retries.
+    pub sender: Option<String>,
+    /// How long an input stamped with its arrival time is recognised as retried.
+    pub retry_window: std::time::Duration,
+    pub limits: InputLimits,
 }
+
+/// A bound on an input, with the flag that sets it (for the error message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub bytes: u64,
+    pub name: &'static str,
+}
+
+/// What one input may hold; checked as the bytes stream through, never by buffering them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputLimits {
+    /// The input after gunzip (a gzip bomb stops here).
+    pub max_decompressed: Option<Limit>,
+    /// One line of a text input (binary inputs, FOCUS Parquet and remote-write, have no lines).
+    pub max_line: Option<Limit>,
+    /// Rejected records kept in the quarantine per input; the rest are counted only.
+    pub max_rejections_kept: usize,
+}
+
+/// The default of [`InputLimits::max_line`]: 1 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: u64 = 1 << 20;
+/// The default of [`InputLimits::max_rejections_kept`].
+pub const DEFAULT_MAX_REJECTIONS_KEPT: usize = 1000;
+
+impl Default for InputLimits {
+    fn default() -> Self {
+        Self {
+            max_decompressed: None,
+            max_line: Some(Limit {
+                bytes: DEFAULT_MAX_LINE_BYTES,
+                name: "max line length",
+            }),
+            max_rejections_kept: DEFAULT_MAX_REJECTIONS_KEPT,
+        }
+    }
+}
+
+/// The default of [`IngestOptions::retry_window`] (`--ingest-retry-window`).
+pub const DEFAULT_RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl IngestOptions {
     pub fn new(source: Source, context: ParseContext) -> Self {
@@ -207,6 +264,10 @@ impl IngestOptions {
             strict: false,
             idempotency_key: None,
             progress: None,
+            at_declared: true,
+            sender: None,
+            retry_window: DEFAULT_RETRY_WINDOW,
+            limits: InputLimits::default(),
         }
     }
 }
@@ -244,7 +305,11 @@ pub struct IngestReport {
     /// Series the source leaves out by design (remote-write: those that are not DCGM's).
     pub ignored_series: u64,
     pub files_written: usize,
+    /// The first rejected records (at most `InputLimits::max_rejections_kept`), as kept in the
+    /// quarantine.
     pub rejections: Vec<Rejection>,
+    /// Records rejected in all, those not kept included.
+    pub records_rejected: u64,
 }
 
 impl IngestReport {
@@ -268,25 +333,54 @@ pub async fn ingest(
     );
     let origin = input.origin();
     let reader = HashingReader::new(input.open()?, options.progress.clone());
-    let hasher = reader.hasher.clone();
-    let mut key_material = Sha256::new();
-    key_material.update(options_fingerprint(&options));
+    let raw_hasher = reader.hasher.clone();
 
     let (sender, mut receiver) = mpsc::channel::<(Table, RecordBatch)>(4);
     let source = options.source;
-    let context = options.context.clone();
+    let mut context = options.context.clone();
     let strict = options.strict;
+    let limits = options.limits;
+    if let Some(limit) = limits.max_decompressed {
+        context.max_decompressed = Some(limit.bytes);
+        context.max_decompressed_name = limit.name;
+    }
     let parser =
-        tokio::task::spawn_blocking(move || -> Result<(Parsed, Vec<Rejection>), IngestError> {
-            let mut input = decode(reader, &context.origin)?;
+        tokio::task::spawn_blocking(move || -> Result<(Parsed, Kept, Sha256), IngestError> {
+            let breach = Arc::new(std::sync::Mutex::new(None));
+            let bounded = Bounded::new(
+                decode(reader, &context.origin)?,
+                limits,
+                source == Source::RemoteWrite,
+                Arc::clone(&breach),
+            );
+            let mut input = HashingBufRead {
+                inner: Box::new(BufReader::with_capacity(1 << 20, bounded)),
+                hasher: Sha256::new(),
+            };
             let mut sink = ChannelSink {
                 sender,
-                rejections: Vec::new(),
+                kept: Kept::default(),
+                max_kept: limits.max_rejections_kept,
                 strict,
                 origin: context.origin.clone(),
             };
-            let parsed = source.parse(&mut *input, &context, &mut sink)?;
-            Ok((parsed, sink.rejections))
+            let parsed = source
+                .parse(&mut input, &context, &mut sink)
+                .and_then(|parsed| {
+                    // What a parser left unread (after `# EOF`, …) is part of the content too.
+                    std::io::copy(&mut input, &mut std::io::sink()).map_err(|source| {
+                        IngestError::Read {
+                            origin: context.origin.clone(),
+                            source,
+                        }
+                    })?;
+                    Ok(parsed)
+                });
+            // A limit passed is the error, whatever the parser made of the read failing.
+            if let Some(breach) = breach.lock().expect("breach").take() {
+                return Err(breach.into_error(&context.origin));
+            }
+            Ok((parsed?, sink.kept, input.hasher))
         });
 
     let mut writer = TableWriter::new(Arc::clone(lake.store()), batch_id.clone());
@@ -325,8 +419,13 @@ pub async fn ingest(
             records: records_read,
             ignored_series,
             duplicates: repeated_in_input,
+            read_at,
         },
-        rejections,
+        Kept {
+            rejections,
+            rejected: records_rejected,
+        },
+        content_hasher,
     ) = match (write_error, parsed) {
         (Some(error), _) | (None, Err(error)) => {
             remove_objects(lake, &files).await;
@@ -335,8 +434,18 @@ pub async fn ingest(
         (None, Ok(parsed)) => parsed,
     };
 
-    key_material.update(hasher.lock().expect("hasher").clone().finalize());
-    let content_hash = hex::encode(key_material.finalize());
+    let identity = Identity::of(
+        &options,
+        read_at,
+        &content_hasher,
+        &raw_hasher.lock().expect("hasher"),
+        started_at,
+    );
+    let content_hash = identity.content_hash;
+    let commit_options = CommitOptions {
+        records_rejected: Some(records_rejected),
+        ..identity.commit_options
+    };
     let new_batch = NewBatch {
         batch_id: batch_id.clone(),
         source: source.name().to_string(),
@@ -348,7 +457,7 @@ pub async fn ingest(
     };
     let outcome = match lake
         .catalog()
-        .commit_batch(&new_batch, &files, &rejections)
+        .commit_batch_recognising(&new_batch, &files, &rejections, &commit_options)
         .await
     {
         Ok(outcome) => outcome,
@@ -387,10 +496,10 @@ pub async fn ingest(
     }
     let mut rows: Vec<_> = rows.into_iter().collect();
     rows.sort();
-    let rejections = if matches!(outcome, Outcome::Landed { .. }) {
-        rejections
+    let (rejections, records_rejected) = if matches!(outcome, Outcome::Landed { .. }) {
+        (rejections, records_rejected)
     } else {
-        vec![]
+        (vec![], 0)
     };
     Ok(IngestReport {
         batch_id,
@@ -403,19 +512,84 @@ pub async fn ingest(
         ignored_series,
         files_written: files.len(),
         rejections,
+        records_rejected,
     })
 }
 
-/// The options that change what an input lands as: part of the content hash.
-fn options_fingerprint(options: &IngestOptions) -> String {
+/// How a delivery is known again: the hash it is stored under and the other identities it
+/// matches (see [`CommitOptions`]).
+struct Identity {
+    content_hash: String,
+    commit_options: CommitOptions,
+}
+
+impl Identity {
+    /// A delivery is its content as sent: the source, the options that change what it lands as
+    /// and its bytes after gunzip (so a re-compressed retry is the same), never the arrival
+    /// time. An input read relative to its arrival time (an untimestamped scrape without `at`) is
+    /// a new reading each time it arrives, except as a retry: the same content from the same
+    /// sender within the retry window.
+    fn of(
+        options: &IngestOptions,
+        read_at: bool,
+        content: &Sha256,
+        raw: &Sha256,
+        started_at: DateTime<Utc>,
+    ) -> Self {
+        let at = if read_at && options.at_declared {
+            Some(options.context.at)
+        } else {
+            None
+        };
+        let mut fingerprint = options_fingerprint(options, at);
+        let arrival_stamped = read_at && !options.at_declared;
+        if arrival_stamped {
+            fingerprint.push_str(&format!(";at=arrival;sender={:?}", options.sender));
+        }
+        let mut key = Sha256::new();
+        key.update(&fingerprint);
+        key.update(content.clone().finalize());
+        let hash = hex::encode(key.finalize());
+        if arrival_stamped {
+            let since = started_at
+                - chrono::TimeDelta::from_std(options.retry_window)
+                    .unwrap_or(chrono::TimeDelta::MAX);
+            return Self {
+                content_hash: gpuledger_lake::catalog::retry_hash(
+                    &hash,
+                    started_at.timestamp_micros(),
+                ),
+                commit_options: CommitOptions {
+                    retry_since: Some(since.timestamp_micros()),
+                    ..CommitOptions::default()
+                },
+            };
+        }
+        // Before content identities, the hash covered the bytes as they came and the parse time
+        // of every dcgm and events input.
+        let legacy_at = match options.source {
+            Source::Dcgm | Source::Events => Some(options.context.at),
+            Source::Focus | Source::Tokens | Source::RemoteWrite => None,
+        };
+        let mut legacy = Sha256::new();
+        legacy.update(options_fingerprint(options, legacy_at));
+        legacy.update(raw.clone().finalize());
+        let legacy = hex::encode(legacy.finalize());
+        Self {
+            commit_options: CommitOptions {
+                legacy_hashes: if legacy == hash { vec![] } else { vec![legacy] },
+                ..CommitOptions::default()
+            },
+            content_hash: hash,
+        }
+    }
+}
+
+/// The options that change what an input lands as, with the declared time an input was read
+/// relative to (if it was): part of the content hash.
+fn options_fingerprint(options: &IngestOptions, at: Option<DateTime<Utc>>) -> String {
     let ctx = &options.context;
-    // Only untimestamped scrapes and `kubectl get events` ages are read relative to `at`: a bill,
-    // gateway requests or remote-write samples re-sent later (over HTTP `at` is the arrival
-    // time) are the same input whenever they arrive.
-    let at = match options.source {
-        Source::Dcgm | Source::Events => ctx.at.timestamp_micros(),
-        Source::Focus | Source::Tokens | Source::RemoteWrite => 0,
-    };
+    let at = at.map_or(0, |at| at.timestamp_micros());
     let mut fingerprint = format!(
         "source={};cluster={:?};at={at};tz={};date_format={:?}",
         options.source, ctx.cluster, ctx.tz, ctx.date_format
@@ -472,10 +646,52 @@ impl Read for HashingReader {
     }
 }
 
-/// Sends batches to the async writer; keeps rejections (or stops at the first one when strict).
+/// Hashes the decompressed bytes as the parser consumes them (parsers read a byte at a time:
+/// the hasher is owned, no lock).
+struct HashingBufRead {
+    inner: Box<dyn BufRead + Send>,
+    hasher: Sha256,
+}
+
+impl Read for HashingBufRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+impl BufRead for HashingBufRead {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, amount: usize) {
+        if amount == 0 {
+            return;
+        }
+        // The buffer filled last is still there (nothing consumed it): no read happens here.
+        if let Ok(buffer) = self.inner.fill_buf() {
+            let amount = amount.min(buffer.len());
+            self.hasher.update(&buffer[..amount]);
+        }
+        self.inner.consume(amount);
+    }
+}
+
+/// The rejections of one input: the first ones whole, the rest counted.
+#[derive(Default)]
+struct Kept {
+    rejections: Vec<Rejection>,
+    rejected: u64,
+}
+
+/// Sends batches to the async writer; keeps the first rejections and counts the rest (or stops
+/// at the first one when strict).
 struct ChannelSink {
     sender: mpsc::Sender<(Table, RecordBatch)>,
-    rejections: Vec<Rejection>,
+    kept: Kept,
+    max_kept: usize,
     strict: bool,
     origin: String,
 }
@@ -499,8 +715,115 @@ impl Sink for ChannelSink {
                 reason: rejection.reason,
             });
         }
-        self.rejections.push(rejection);
+        self.kept.rejected += 1;
+        if self.kept.rejections.len() < self.max_kept {
+            self.kept.rejections.push(rejection);
+        }
         Ok(())
+    }
+}
+
+/// Which limit an input passed, at which line.
+#[derive(Debug, Clone, Copy)]
+enum Breach {
+    Decompressed(Limit),
+    Line(Limit, u64),
+}
+
+impl Breach {
+    fn into_error(self, origin: &str) -> IngestError {
+        match self {
+            Breach::Decompressed(limit) => IngestError::TooLarge {
+                origin: origin.to_string(),
+                max_bytes: limit.bytes,
+                limit: limit.name,
+            },
+            Breach::Line(limit, line) => IngestError::LineTooLong {
+                origin: origin.to_string(),
+                line,
+                max_bytes: limit.bytes,
+                limit: limit.name,
+            },
+        }
+    }
+}
+
+/// Enforces [`InputLimits`] on the decompressed bytes as they pass: counts them and the length
+/// of the current line, and fails every read from the first byte past a limit on (recording
+/// which in `breach`, so the pipeline reports that rather than what the parser made of it).
+struct Bounded {
+    inner: Box<dyn BufRead + Send>,
+    max_decompressed: Option<Limit>,
+    /// `None` for binary input.
+    max_line: Option<Limit>,
+    decompressed: u64,
+    /// Newlines seen so far.
+    lines: u64,
+    /// Bytes since the last newline.
+    line_length: u64,
+    first_read: bool,
+    breach: Arc<std::sync::Mutex<Option<Breach>>>,
+}
+
+impl Bounded {
+    fn new(
+        inner: Box<dyn BufRead + Send>,
+        limits: InputLimits,
+        binary: bool,
+        breach: Arc<std::sync::Mutex<Option<Breach>>>,
+    ) -> Self {
+        Self {
+            inner,
+            max_decompressed: limits.max_decompressed,
+            max_line: if binary { None } else { limits.max_line },
+            decompressed: 0,
+            lines: 0,
+            line_length: 0,
+            first_read: true,
+            breach,
+        }
+    }
+
+    fn fail(&self, breach: Breach) -> std::io::Error {
+        let mut slot = self.breach.lock().expect("breach");
+        let breach = *slot.get_or_insert(breach);
+        std::io::Error::other(breach.into_error("input").to_string())
+    }
+}
+
+impl Read for Bounded {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if let Some(breach) = *self.breach.lock().expect("breach") {
+            return Err(self.fail(breach));
+        }
+        let n = self.inner.read(buf)?;
+        let chunk = &buf[..n];
+        if std::mem::take(&mut self.first_read) && chunk.starts_with(b"PAR1") {
+            // A Parquet file (FOCUS): binary, no lines.
+            self.max_line = None;
+        }
+        self.decompressed += n as u64;
+        if let Some(limit) = self.max_decompressed
+            && self.decompressed > limit.bytes
+        {
+            return Err(self.fail(Breach::Decompressed(limit)));
+        }
+        if let Some(limit) = self.max_line {
+            let mut start = 0;
+            for newline in memchr::memchr_iter(b'\n', chunk) {
+                if self.line_length + (newline - start) as u64 > limit.bytes {
+                    return Err(self.fail(Breach::Line(limit, self.lines + 1)));
+                }
+                self.lines += 1;
+                self.line_length = 0;
+                start = newline + 1;
+            }
+            self.line_length += (n - start) as u64;
+            if self.line_length > limit.bytes {
+                return Err(self.fail(Breach::Line(limit, self.lines + 1)));
+            }
+        }
+        Ok(n)
     }
 }
 

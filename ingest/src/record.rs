@@ -33,6 +33,9 @@ pub struct ParseContext {
     pub labels: Vec<(String, String)>,
     /// Rows per emitted batch: bounds memory on large inputs.
     pub batch_rows: usize,
+    /// The most bytes a parser may decompress itself (remote-write's snappy), and the limit's name.
+    pub max_decompressed: Option<u64>,
+    pub max_decompressed_name: &'static str,
 }
 
 impl ParseContext {
@@ -45,6 +48,8 @@ impl ParseContext {
             date_format: None,
             labels: Vec::new(),
             batch_rows: 256 * 1024,
+            max_decompressed: None,
+            max_decompressed_name: "",
         }
     }
 }

@@ -78,6 +78,15 @@ pub fn parse(
             origin: ctx.origin.clone(),
             source,
         })?;
+    if let Some(max_bytes) = ctx.max_decompressed
+        && snap::raw::decompress_len(&compressed).is_ok_and(|len| len as u64 > max_bytes)
+    {
+        return Err(IngestError::TooLarge {
+            origin: ctx.origin.clone(),
+            max_bytes,
+            limit: ctx.max_decompressed_name,
+        });
+    }
     let body = snap::raw::Decoder::new()
         .decompress_vec(&compressed)
         .map_err(|error| {

@@ -58,6 +58,30 @@ pub struct NewBatch {
     pub started_at: i64,
 }
 
+/// What a commit needs besides the batch: other ways than its exact content hash by which an
+/// input is the same as one committed before, and how many records it rejected in all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommitOptions {
+    /// Records rejected in all, when more than the rejections stored (a flood of bad lines keeps
+    /// only its first rejections in the quarantine).
+    pub records_rejected: Option<u64>,
+    /// Hashes the same input was stored under by earlier versions (over the bytes as they came,
+    /// gzip included, and the arrival time): an input landed before an upgrade is still known.
+    pub legacy_hashes: Vec<String>,
+    /// Set for an input recognised only as a retry (an untimestamped scrape stamped with its
+    /// arrival time): its stored hash is [`retry_hash`]`(content, started_at)`, and a batch of the
+    /// same source with the same content that started at or after `since` (µs) is the same
+    /// delivery.
+    pub retry_since: Option<i64>,
+}
+
+/// The stored hash of an input recognised only as a retry: its content hash and when it started,
+/// digits only (fixed width), so that the retries of one content are one range of the unique
+/// index in any collation.
+pub fn retry_hash(content_hash: &str, started_at: i64) -> String {
+    format!("r{content_hash}{:020}", started_at.max(0))
+}
+
 /// A committed batch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BatchRecord {
@@ -256,6 +280,56 @@ impl Catalog {
         content_hash: &str,
         idempotency_key: Option<&str>,
     ) -> Result<Option<BatchRecord>> {
+        self.find_batch_recognising(
+            source,
+            content_hash,
+            idempotency_key,
+            &CommitOptions::default(),
+        )
+        .await
+    }
+
+    /// [`Catalog::find_batch`], also by the other identities of `commit_options`.
+    pub async fn find_batch_recognising(
+        &self,
+        source: &str,
+        content_hash: &str,
+        idempotency_key: Option<&str>,
+        commit_options: &CommitOptions,
+    ) -> Result<Option<BatchRecord>> {
+        if let Some(since) = commit_options.retry_since {
+            // `content_hash` is this delivery's retry hash: the content is its first 65 characters.
+            let content = &content_hash[..content_hash.len().saturating_sub(20)];
+            let row = sqlx::query(
+                "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at
+                 FROM ingest_batches
+                 WHERE source = $1 AND content_hash >= $2 AND content_hash <= $3
+                 ORDER BY committed_at LIMIT 1",
+            )
+            .bind(source)
+            .bind(format!("{content}{:020}", since.max(0)))
+            .bind(format!("{content}{}", "9".repeat(20)))
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some(row) = row {
+                return Ok(Some(batch_from_row(&row)));
+            }
+        }
+        for legacy in &commit_options.legacy_hashes {
+            if let Some(found) = self.find_batch_by_hash(source, legacy, None).await? {
+                return Ok(Some(found));
+            }
+        }
+        self.find_batch_by_hash(source, content_hash, idempotency_key)
+            .await
+    }
+
+    async fn find_batch_by_hash(
+        &self,
+        source: &str,
+        content_hash: &str,
+        idempotency_key: Option<&str>,
+    ) -> Result<Option<BatchRecord>> {
         let row = sqlx::query(
             "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at
              FROM ingest_batches
@@ -278,11 +352,25 @@ impl Catalog {
         files: &[WrittenFile],
         rejections: &[Rejection],
     ) -> Result<CommitOutcome> {
+        self.commit_batch_recognising(batch, files, rejections, &CommitOptions::default())
+            .await
+    }
+
+    /// [`Catalog::commit_batch`] for an input that is also known by the other identities of
+    /// `commit_options`.
+    pub async fn commit_batch_recognising(
+        &self,
+        batch: &NewBatch,
+        files: &[WrittenFile],
+        rejections: &[Rejection],
+        commit_options: &CommitOptions,
+    ) -> Result<CommitOutcome> {
         if let Some(existing) = self
-            .find_batch(
+            .find_batch_recognising(
                 &batch.source,
                 &batch.content_hash,
                 batch.idempotency_key.as_deref(),
+                commit_options,
             )
             .await?
         {
@@ -316,7 +404,12 @@ impl Catalog {
         .bind(batch.idempotency_key.as_deref())
         .bind(batch.records_read as i64)
         .bind(rows_landed as i64)
-        .bind(rejections.len() as i64)
+        .bind(
+            commit_options
+                .records_rejected
+                .unwrap_or(rejections.len() as u64)
+                .max(rejections.len() as u64) as i64,
+        )
         .bind(rows_replaced)
         .bind(batch.started_at)
         .bind(now)
@@ -326,10 +419,11 @@ impl Catalog {
             // A concurrent commit of the same input won the unique index: report it as the duplicate.
             tx.rollback().await?;
             return match self
-                .find_batch(
+                .find_batch_recognising(
                     &batch.source,
                     &batch.content_hash,
                     batch.idempotency_key.as_deref(),
+                    commit_options,
                 )
                 .await?
             {

@@ -117,10 +117,16 @@ fn time_column(
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
-fn day_of(micros: i64) -> NaiveDate {
+/// The UTC day of a time; a time no date can be written for (the parsers reject them before
+/// they get here) is an error, never a panic.
+fn day_of(micros: i64) -> Result<NaiveDate> {
     DateTime::from_timestamp_micros(micros.div_euclid(MICROS_PER_DAY) * MICROS_PER_DAY)
-        .expect("in range")
-        .date_naive()
+        .map(|t| t.date_naive())
+        .ok_or_else(|| {
+            LakeError::Invalid(format!(
+                "{micros} µs since the epoch is outside the dates the lake can partition by"
+            ))
+        })
 }
 
 /// The scope of each row as text (`value|value`; the day for derived tables), or `None` for
@@ -132,8 +138,8 @@ fn scope_keys(table: Table, batch: &RecordBatch) -> Result<Option<Vec<String>>> 
             times
                 .values()
                 .iter()
-                .map(|t| day_of(*t).to_string())
-                .collect(),
+                .map(|t| day_of(*t).map(|day| day.to_string()))
+                .collect::<Result<_>>()?,
         ));
     }
     if table.scope_columns().is_empty() {
@@ -177,7 +183,7 @@ fn split_by_day_and_scope(
     if groups.len() == 1 {
         let ((day, scope), _) = groups.into_iter().next().expect("one group");
         return Ok(vec![(
-            day_of(day * MICROS_PER_DAY),
+            day_of(day.saturating_mul(MICROS_PER_DAY))?,
             scope.map(str::to_string),
             batch.clone(),
         )]);
@@ -187,7 +193,7 @@ fn split_by_day_and_scope(
         .map(|((day, scope), rows)| {
             let part = take_record_batch(batch, &UInt32Array::from(rows))?;
             Ok((
-                day_of(day * MICROS_PER_DAY),
+                day_of(day.saturating_mul(MICROS_PER_DAY))?,
                 scope.map(str::to_string),
                 part,
             ))

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use gpuledger_ingest::ParseContext;
-use gpuledger_ingest::pipeline::{IngestOptions, IngestReport, Input, Outcome, Source, ingest};
+use gpuledger_ingest::pipeline::{
+    IngestOptions, IngestReport, Input, InputLimits, Limit, Outcome, Source, ingest,
+};
 use gpuledger_lake::Lake;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -35,12 +37,26 @@ pub async fn run(lake: &Lake, args: IngestArgs) -> Result<ExitCode, Box<dyn std:
         let progress = Arc::new(AtomicU64::new(0));
         let mut options = IngestOptions::new(args.source, context);
         options.strict = args.strict;
+        // A file's modification time says when its scrape was taken; stdin says nothing, so an
+        // untimestamped scrape piped in twice within the retry window is taken as a retry.
+        options.at_declared = args.at.is_some() || path.as_os_str() != "-";
+        options.limits = InputLimits {
+            max_decompressed: args.max_decompressed_mb.map(|mb| Limit {
+                bytes: mb << 20,
+                name: "--max-decompressed-mb",
+            }),
+            max_line: Some(Limit {
+                bytes: args.max_line_kb << 10,
+                name: "--max-line-kb",
+            }),
+            ..InputLimits::default()
+        };
         options.progress = Some(Arc::clone(&progress));
 
         let bar = progress_bar(input.size(), &input.origin());
         let report = with_progress(bar, progress, ingest(lake, input, options)).await?;
         print_report(&report);
-        any_rejected |= !report.rejections.is_empty();
+        any_rejected |= report.records_rejected > 0;
     }
     Ok(if any_rejected {
         ExitCode::from(EXIT_REJECTED)
@@ -137,10 +153,7 @@ pub fn print_report(report: &IngestReport) {
             };
             println!(
                 "{}: {} records read; landed {tables} (batch {}); {} rejected",
-                report.origin,
-                report.records_read,
-                report.batch_id,
-                report.rejections.len()
+                report.origin, report.records_read, report.batch_id, report.records_rejected
             );
             if *rows_replaced > 0 {
                 println!(
@@ -165,16 +178,21 @@ pub fn print_report(report: &IngestReport) {
             report.origin, rejection.line, rejection.field, rejection.reason
         );
     }
-    if report.rejections.len() > REJECTIONS_SHOWN {
-        eprintln!(
-            "  … and {} more",
-            report.rejections.len() - REJECTIONS_SHOWN
-        );
+    let shown = report.rejections.len().min(REJECTIONS_SHOWN) as u64;
+    if report.records_rejected > shown {
+        eprintln!("  … and {} more", report.records_rejected - shown);
     }
     if !report.rejections.is_empty() {
         eprintln!(
             "  rejected records are kept: gpuledger sql \"select * from quarantine where batch_id = '{}'\"",
             report.batch_id
+        );
+    }
+    if report.records_rejected > report.rejections.len() as u64 {
+        eprintln!(
+            "  the quarantine keeps the first {} of the {} rejected records",
+            report.rejections.len(),
+            report.records_rejected
         );
     }
 }

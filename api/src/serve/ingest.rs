@@ -84,10 +84,13 @@ pub struct IngestResponse {
     pub records_read: u64,
     /// Rows landed per table.
     pub rows: BTreeMap<String, u64>,
-    /// Records quarantined.
+    /// Records rejected, in all.
     pub quarantined: u64,
+    /// Rejected records kept whole in the quarantine: the first `--ingest-max-rejections` (1,000
+    /// by default) of them; a flood of bad lines is counted, not stored.
+    pub quarantine_kept: u64,
     /// The first quarantined records (at most 20); `select * from quarantine where batch_id = …`
-    /// has them all.
+    /// has all those kept.
     pub rejections: Vec<RejectedRecord>,
     /// Rows already in the lake (or repeated in this input), skipped: gateway requests by
     /// request id, scheduler events by identity.
@@ -150,7 +153,8 @@ impl From<&IngestReport> for IngestResponse {
                 .iter()
                 .map(|(table, n)| (table.name().to_string(), *n))
                 .collect(),
-            quarantined: report.rejections.len() as u64,
+            quarantined: report.records_rejected,
+            quarantine_kept: report.rejections.len() as u64,
             rejections: report
                 .rejections
                 .iter()
@@ -219,7 +223,8 @@ struct BinaryInput(Vec<u8>);
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The token is neither ingest nor admin", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown source", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is larger than --ingest-max-mb", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "The body stopped arriving for --body-timeout", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is larger than --ingest-max-mb, larger than --ingest-max-decompressed-mb once decompressed, or has a line longer than --ingest-max-line-kb", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The input is not of the source's format, or strict mode met a bad record", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -247,6 +252,8 @@ pub async fn ingest_file(
     context.date_format = params.date_format;
     let mut options = IngestOptions::new(source, context);
     options.strict = params.strict;
+    options.at_declared = params.at.is_some();
+    options.sender = Some(principal.token_id.clone());
     run(&state, uri.path(), &headers, body, options).await
 }
 
@@ -273,7 +280,8 @@ pub async fn ingest_file(
         (status = 400, description = "A query parameter or the Idempotency-Key is invalid", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The token is neither ingest nor admin", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is larger than --ingest-max-mb", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "The body stopped arriving for --body-timeout", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is larger than --ingest-max-mb, or than --ingest-max-decompressed-mb once decompressed", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The body is not a snappy-compressed WriteRequest", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -288,14 +296,10 @@ pub async fn prom_write(
     principal.require(Permission::Ingest, "ingest")?;
     let mut context = ParseContext::new("http:remote_write", Utc::now());
     context.cluster = params.cluster;
-    run(
-        &state,
-        uri.path(),
-        &headers,
-        body,
-        IngestOptions::new(Source::RemoteWrite, context),
-    )
-    .await
+    let mut options = IngestOptions::new(Source::RemoteWrite, context);
+    options.at_declared = false;
+    options.sender = Some(principal.token_id.clone());
+    run(&state, uri.path(), &headers, body, options).await
 }
 
 /// The steps both endpoints share: the key, the size limit, the pipeline, the metrics, the answer.
@@ -323,14 +327,29 @@ async fn run(
         return Err(too_large(limit));
     }
     options.idempotency_key = key.clone();
+    options.limits = state.ingest_limits;
+    options.retry_window = state.ingest_retry_window;
     let cut_off = Arc::new(AtomicBool::new(false));
+    let stalled = Arc::new(AtomicBool::new(false));
     let input = Input::Reader {
         origin: options.context.origin.clone(),
-        reader: Box::new(BodyReader::spawn(body, limit, Arc::clone(&cut_off))),
+        reader: Box::new(BodyReader::spawn(
+            body,
+            limit,
+            state.body_timeout,
+            Arc::clone(&cut_off),
+            Arc::clone(&stalled),
+        )),
     };
     let report = match ingest(&state.lake, input, options).await {
         Ok(report) => report,
         Err(_) if cut_off.load(Ordering::SeqCst) => return Err(too_large(limit)),
+        Err(_) if stalled.load(Ordering::SeqCst) => {
+            return Err(ApiError::RequestTimeout(format!(
+                "the body stopped arriving for {} (--body-timeout)",
+                humantime::format_duration(state.body_timeout)
+            )));
+        }
         Err(error) => return Err(error.into()),
     };
     state.metrics.observe_ingest(&report);
@@ -415,12 +434,30 @@ impl BodyReader {
     /// Chunks in flight between the body and the parser.
     const CHANNEL: usize = 8;
 
-    fn spawn(body: Body, limit: u64, cut_off: Arc<AtomicBool>) -> Self {
+    /// `stalled` is set when no chunk came for `timeout`: the body is cut off there.
+    fn spawn(
+        body: Body,
+        limit: u64,
+        timeout: std::time::Duration,
+        cut_off: Arc<AtomicBool>,
+        stalled: Arc<AtomicBool>,
+    ) -> Self {
         let (sender, chunks) = mpsc::channel(Self::CHANNEL);
         tokio::spawn(async move {
             let mut stream = body.into_data_stream();
             let mut received = 0u64;
-            while let Some(chunk) = stream.next().await {
+            loop {
+                let chunk = match tokio::time::timeout(timeout, stream.next()).await {
+                    Ok(Some(chunk)) => chunk,
+                    Ok(None) => break,
+                    Err(_) => {
+                        stalled.store(true, Ordering::SeqCst);
+                        let _ = sender
+                            .send(Err(std::io::Error::other("the body stopped arriving")))
+                            .await;
+                        break;
+                    }
+                };
                 let item = chunk.map_err(std::io::Error::other).and_then(|chunk| {
                     received += chunk.len() as u64;
                     if received > limit {

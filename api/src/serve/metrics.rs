@@ -152,7 +152,7 @@ impl Metrics {
             .inc_by(report.rows_landed());
         self.records_rejected
             .get_or_create(&source)
-            .inc_by(report.rejections.len() as u64);
+            .inc_by(report.records_rejected);
     }
 
     pub fn observe_query(&self, seconds: f64, ok: bool) {

@@ -42,6 +42,7 @@ use axum::extract::{MatchedPath, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use datafusion::prelude::SessionContext;
+use gpuledger_ingest::pipeline::{InputLimits, Limit};
 use gpuledger_lake::Lake;
 use gpuledger_query::user_query::{QueryLimits, QueryResult};
 use gpuledger_query::{QueryError, Scope, SessionOptions, new_session_with};
@@ -67,6 +68,12 @@ pub struct AppState {
     pub ingest_max_bytes: u64,
     /// The ledger `serve` keeps current (`--ledger-interval`).
     pub ledger: Arc<live_ledger::LiveLedger>,
+    /// What one ingest input may hold once decompressed, and how much of its rejections is kept.
+    pub ingest_limits: InputLimits,
+    /// How long a body stamped with its arrival time is taken as retried when sent again.
+    pub ingest_retry_window: std::time::Duration,
+    /// How long an ingest body may pause between two chunks.
+    pub body_timeout: std::time::Duration,
     shutting_down: Arc<AtomicBool>,
 }
 
@@ -94,6 +101,19 @@ impl AppState {
             }),
             ingest_max_bytes: args.ingest_max_mb << 20,
             ledger: Arc::new(live_ledger::LiveLedger::new(args.ledger_interval.into())),
+            ingest_limits: InputLimits {
+                max_decompressed: Some(Limit {
+                    bytes: args.ingest_max_decompressed_mb << 20,
+                    name: "--ingest-max-decompressed-mb",
+                }),
+                max_line: Some(Limit {
+                    bytes: args.ingest_max_line_kb << 10,
+                    name: "--ingest-max-line-kb",
+                }),
+                max_rejections_kept: args.ingest_max_rejections,
+            },
+            ingest_retry_window: args.ingest_retry_window.into(),
+            body_timeout: args.body_timeout.into(),
             shutting_down: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -286,13 +306,16 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
     // Said on stdout so that scripts and tests can wait for it.
     println!("gpuledger serving http://{address}");
     let scraper = scrape::spawn(state.clone());
-    let served = axum::serve(listener, app(state))
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            shutting_down.store(true, Ordering::SeqCst);
-            tracing::info!("shutting down: finishing in-flight requests");
-        })
-        .await;
+    let limits = ConnectionLimits {
+        header_timeout: args.header_timeout.into(),
+        max_connections: args.max_connections.max(1),
+    };
+    let served = serve_http(listener, app(state), limits, async move {
+        shutdown_signal().await;
+        shutting_down.store(true, Ordering::SeqCst);
+        tracing::info!("shutting down: finishing in-flight requests");
+    })
+    .await;
     scraper.abort();
     if let Some(postgres) = postgres {
         postgres.abort();
@@ -302,6 +325,79 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
         exports.await?;
     }
     served?;
+    Ok(())
+}
+
+/// What one client may hold of the server: connections are accepted only while fewer than
+/// `max_connections` are open (the rest wait in the listen backlog, so the service keeps its file
+/// descriptors), and a connection whose request headers have not all arrived `header_timeout`
+/// after it started waiting for them is closed.
+struct ConnectionLimits {
+    header_timeout: std::time::Duration,
+    max_connections: usize,
+}
+
+/// `axum::serve` with [`ConnectionLimits`]: accepts until `shutdown`, then lets every open
+/// connection finish its in-flight request and waits for them.
+async fn serve_http(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::service::TowerToHyperService;
+
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    // Dropped at shutdown: every connection then finishes gracefully.
+    let (stop, stopped) = tokio::sync::watch::channel(());
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    loop {
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => slot.expect("the semaphore is never closed"),
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait for some to be freed.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = TowerToHyperService::new(app.clone());
+        let builder = builder.clone();
+        let mut stopped = stopped.clone();
+        tokio::spawn(async move {
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = stopped.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.as_mut().await;
+                }
+            }
+            drop(slot);
+        });
+    }
+    drop(stopped);
+    drop(stop);
+    // Every connection holds a slot until it is done: all of them back means all finished.
+    let _all = slots
+        .acquire_many(limits.max_connections as u32)
+        .await
+        .expect("the semaphore is never closed");
     Ok(())
 }
 

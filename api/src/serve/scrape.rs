@@ -152,11 +152,9 @@ async fn scrape(
         origin: context.origin.clone(),
         bytes,
     };
-    ingest(
-        &state.lake,
-        input,
-        IngestOptions::new(Source::Dcgm, context),
-    )
-    .await
-    .map_err(|error| error.to_string())
+    let mut options = IngestOptions::new(Source::Dcgm, context);
+    options.limits = state.ingest_limits;
+    ingest(&state.lake, input, options)
+        .await
+        .map_err(|error| error.to_string())
 }

@@ -17,10 +17,28 @@ fn context() -> ParseContext {
     ParseContext::new("test.prom", at())
 }
 
+/// The counts of a parse, `untimestamped` left out: the tests that compare whole counts are about
+/// what landed; `untimestamped_samples_are_counted` checks that count.
 fn run_with(text: &str, ctx: &ParseContext) -> (CollectSink, DcgmStats) {
     let mut sink = CollectSink::default();
     let stats = parse(&mut text.as_bytes(), ctx, &mut sink).expect("parses");
-    (sink, stats)
+    (
+        sink,
+        DcgmStats {
+            untimestamped: 0,
+            ..stats
+        },
+    )
+}
+
+#[test]
+fn untimestamped_samples_are_counted() {
+    let text = "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",UUID=\"GPU-1\"} 41\n\
+                DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-1\"} 70 1790000000000\n\
+                DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-1\"} 12\n";
+    let mut sink = CollectSink::default();
+    let stats = parse(&mut text.as_bytes(), &context(), &mut sink).unwrap();
+    assert_eq!((stats.samples, stats.untimestamped), (3, 2));
 }
 
 fn run(text: &str) -> (CollectSink, DcgmStats) {
@@ -93,6 +111,7 @@ fn stats(lines: u64, samples: u64, rows_wide: u64, rows_extra: u64) -> DcgmStats
         rows_extra,
         sentinels_dropped: 0,
         rejected: 0,
+        untimestamped: 0,
     }
 }
 
@@ -368,7 +387,8 @@ fn dcgm_blank_sentinels_and_nan_are_dropped_not_rejected() {
             rows_wide: 1,
             rows_extra: 0,
             sentinels_dropped: 4,
-            rejected: 0
+            rejected: 0,
+            untimestamped: 0
         }
     );
     let rows = sink.table(Table::GpuSamples);
@@ -436,7 +456,8 @@ fn a_line_with_a_bad_value_is_rejected_and_the_rest_lands() {
             rows_wide: 1,
             rows_extra: 0,
             sentinels_dropped: 0,
-            rejected: 1
+            rejected: 1,
+            untimestamped: 0
         }
     );
     let rows = sink.table(Table::GpuSamples);
@@ -788,7 +809,8 @@ fn a_second_sample_of_a_metric_at_the_same_time_is_a_duplicate() {
             rows_wide: 1,
             rows_extra: 1,
             sentinels_dropped: 0,
-            rejected: 2
+            rejected: 2,
+            untimestamped: 0
         }
     );
     // The same labels in another order are the same series: one row.
@@ -1502,4 +1524,75 @@ mod any_order {
             prop_assert_eq!(wide_batches(&sink), wide_batches(&expected));
         }
     }
+}
+
+/// Readings no GPU reports are quarantined with their line and field, never dropped or landed.
+#[test]
+fn impossible_readings_are_rejected_with_their_field() {
+    let series = "{gpu=\"0\",UUID=\"GPU-1\",Hostname=\"n1\"}";
+    let lines = [
+        format!("DCGM_FI_DEV_GPU_TEMP{series} 41 1790000000000"),
+        format!("DCGM_FI_DEV_POWER_USAGE{series} +Inf 1790000000000"),
+        format!("DCGM_FI_DEV_FB_USED{series} -Inf 1790000000000"),
+        // NaN is DCGM's "no value": dropped like the blanks, as documented.
+        format!("DCGM_FI_DEV_GPU_UTIL{series} NaN 1790000000000"),
+        format!("DCGM_FI_PROF_SM_ACTIVE{series} -0.5 1790000000000"),
+        format!("DCGM_FI_DEV_SM_CLOCK{series} 1e300 1790000000000"),
+        "DCGM_FI_DEV_MEM_CLOCK{gpu=\"-7\",UUID=\"GPU-2\"} 1 1790000000000".to_string(),
+        format!("DCGM_FI_DEV_MEMORY_TEMP{series} 40 -1000"),
+        format!("DCGM_FI_DEV_ENC_UTIL{series} 0 253402300800000"),
+        // An unknown metric may be negative; an int64 blank is still a blank.
+        format!("DCGM_FI_CUSTOM_OFFSET{series} -3 1790000000000"),
+        format!("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{series} 9223372036854775794 1790000000000"),
+    ];
+    let (sink, stats) = run(&(lines.join("\n") + "\n"));
+    let got: Vec<(u64, &str, &str)> = sink
+        .rejections
+        .iter()
+        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                2,
+                "DCGM_FI_DEV_POWER_USAGE",
+                "+Inf is not a reading (only finite values are)"
+            ),
+            (
+                3,
+                "DCGM_FI_DEV_FB_USED",
+                "-Inf is not a reading (only finite values are)"
+            ),
+            (
+                5,
+                "DCGM_FI_PROF_SM_ACTIVE",
+                "-0.5 is negative: sm_active cannot be"
+            ),
+            (
+                6,
+                "DCGM_FI_DEV_SM_CLOCK",
+                "1e300 is out of range for a DCGM field (at most 2^63 in magnitude)"
+            ),
+            (
+                7,
+                "gpu",
+                "'-7' is negative: gpu_index is a device index (0 or more)"
+            ),
+            (
+                8,
+                "timestamp",
+                "-1000 ms since the epoch is outside 1970-01-01 to 9999-12-31"
+            ),
+            (
+                9,
+                "timestamp",
+                "253402300800000 ms since the epoch is outside 1970-01-01 to 9999-12-31"
+            ),
+        ]
+    );
+    assert_eq!(
+        (stats.samples, stats.rejected, stats.sentinels_dropped),
+        (2, 7, 2)
+    );
 }

@@ -1486,3 +1486,45 @@ fn slurm_lines_no_reading_makes_consistent_are_rejected() {
         ]
     );
 }
+
+/// A GPU count or a time no scheduler reports is rejected with its field, in every source.
+#[test]
+fn impossible_gpu_counts_and_times_are_rejected() {
+    let text = concat!(
+        r#"{"ts":"2026-11-02T00:00:00Z","event":"start","workload":"a","gpus":1e308}"#,
+        "\n",
+        r#"{"ts":"2026-11-02T00:00:00Z","event":"start","workload":"b","gpus":1.5}"#,
+        "\n",
+        r#"{"ts":"1969-12-31T23:00:00Z","event":"start","workload":"c","gpus":1}"#,
+        "\n",
+        r#"{"ts":"2026-11-02T00:00:00Z","event":"start","workload":"d","gpus":8}"#,
+        "\n",
+    );
+    let (stats, sink) = run(text, &ctx());
+    let got: Vec<(u64, &str, &str)> = sink
+        .rejections
+        .iter()
+        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                1,
+                "gpus",
+                "1e308 is not a whole number of GPUs from 0 to 1000000"
+            ),
+            (
+                2,
+                "gpus",
+                "1.5 is not a whole number of GPUs from 0 to 1000000"
+            ),
+            (
+                3,
+                "ts",
+                "1969-12-31T23:00:00+00:00 is outside 1970-01-01 to 9999-12-31"
+            ),
+        ]
+    );
+    assert_eq!((stats.events, stats.rejected), (1, 3));
+}

@@ -1096,3 +1096,41 @@ fn a_truncated_parquet_file_is_a_format_error() {
         matches!(result, Err(IngestError::Format { reason, .. }) if reason.starts_with("starts like Parquet"))
     );
 }
+
+/// A line whose money cannot be summed (no currency code) or whose period ends before it starts
+/// is rejected with its field; the other lines land.
+#[test]
+fn nonsense_currencies_and_backward_periods_are_rejected() {
+    let text = "BillingCurrency,ChargePeriodStart,ChargePeriodEnd,BilledCost,EffectiveCost\n\
+                usd,2026-11-01T00:00:00Z,2026-11-01T01:00:00Z,1,1\n\
+                DOLLARS!!,2026-11-01T00:00:00Z,2026-11-01T01:00:00Z,1,1\n\
+                USD,2026-11-01T05:00:00Z,2026-11-01T01:00:00Z,1,1\n";
+    let (stats, lines, sink) = parse_text(text);
+    let got: Vec<(u64, &str, &str)> = sink
+        .rejections
+        .iter()
+        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                3,
+                "BillingCurrency",
+                "'DOLLARS!!' is not a currency code (ISO 4217: three letters, e.g. USD)"
+            ),
+            (
+                4,
+                "ChargePeriodEnd",
+                "ends before it starts (2026-11-01T01:00:00Z before ChargePeriodStart \
+                 2026-11-01T05:00:00Z)"
+            ),
+        ]
+    );
+    assert_eq!((stats.rows_landed, stats.rejected), (1, 2));
+    let currency = lines
+        .column_by_name("billing_currency")
+        .unwrap()
+        .as_string::<i32>();
+    assert_eq!(currency.value(0), "USD");
+}
