@@ -700,3 +700,98 @@ fn scrape_targets_are_scraped_on_their_interval_until_deleted() {
         assert_eq!(server.sql(&admin, "select 1").0, 200);
     }
 }
+
+/// One ownership rule for team-scoped senders: a team's ingest token lands only rows labelled
+/// with its team (events, gateway requests), nothing of another team, of no team, or of the
+/// fleet (telemetry); and an Idempotency-Key is the client's within one token and route.
+#[test]
+fn team_tokens_land_only_their_team_and_keys_are_per_token_and_route() {
+    let ledger = crate::support::ledgers().remove(0);
+    let team_a = ledger.token("ingest", Some("a"));
+    let admin = ledger.token("admin", None);
+    let server = ledger.serve(&[]);
+    let post = |token: &str, path: &str, key: Option<&str>, body: String| {
+        let mut request = server
+            .http
+            .post(server.url(path))
+            .bearer_auth(token)
+            .body(body);
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        let response = request.send().unwrap();
+        let replayed = response.headers().contains_key("idempotent-replayed");
+        let status = response.status().as_u16();
+        (
+            status,
+            replayed,
+            response.json::<serde_json::Value>().unwrap(),
+        )
+    };
+    let event = |pod: &str, labels: &str| {
+        format!(
+            "{{\"ts\":\"2026-11-02T00:00:00Z\",\"event\":\"start\",\"cluster\":\"c\",\"node\":\"n\",\
+             \"namespace\":\"ns\",\"workload\":\"w\",\"pod\":\"{pod}\",\"gpus\":1,\"gpu_indices\":[0],\
+             \"labels\":{{{labels}}}}}\n"
+        )
+    };
+    let events = || ledger.scalar("select count(*) as n from scheduler_events");
+
+    // Another team's row anywhere in the body: 403 naming it, and nothing of the body lands.
+    let (status, _, body) = post(
+        &team_a,
+        "/v1/ingest/events",
+        None,
+        event("p1", "\"team\":\"a\"") + &event("p2", "\"team\":\"b\""),
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("scheduler_events row 2: labelled team 'b'"),
+        "{body}"
+    );
+    // No team label, or fleet telemetry: refused too.
+    let (status, _, body) = post(&team_a, "/v1/ingest/events", None, event("p3", ""));
+    assert_eq!(status, 403, "{body}");
+    let dcgm = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",Hostname=\"n\"} 50 1793577600000\n".to_string();
+    let (status, _, body) = post(&team_a, "/v1/ingest/dcgm?cluster=c", None, dcgm);
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(events(), serde_json::json!(0));
+    // Its own rows land.
+    let (status, _, body) = post(
+        &team_a,
+        "/v1/ingest/events",
+        None,
+        event("p4", "\"team\":\"a\""),
+    );
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(events(), serde_json::json!(1));
+
+    // team a's key "k1" on events; the admin's "k1" is another key: its body lands, not a replay.
+    let (status, replayed, _) = post(
+        &team_a,
+        "/v1/ingest/events",
+        Some("k1"),
+        event("p5", "\"team\":\"a\""),
+    );
+    assert_eq!((status, replayed), (202, false));
+    let (status, replayed, body) = post(
+        &admin,
+        "/v1/ingest/events",
+        Some("k1"),
+        event("p6", "\"team\":\"b\""),
+    );
+    assert_eq!((status, replayed), (202, false), "{body}");
+    assert_eq!(events(), serde_json::json!(3));
+    // The same token and route again: the first answer, replayed, nothing lands.
+    let (status, replayed, _) = post(
+        &team_a,
+        "/v1/ingest/events",
+        Some("k1"),
+        event("p7", "\"team\":\"a\""),
+    );
+    assert_eq!((status, replayed), (202, true));
+    assert_eq!(events(), serde_json::json!(3));
+}

@@ -98,6 +98,9 @@ impl ApiError {
                 class(StatusCode::REQUEST_TIMEOUT, "57014", "Request timeout")
             }
             ApiError::Query(error) => query_class(error),
+            ApiError::Ingest(IngestError::OtherTeam { .. }) => {
+                class(StatusCode::FORBIDDEN, "42501", "Forbidden")
+            }
             ApiError::Ingest(IngestError::TooLarge { .. } | IngestError::LineTooLong { .. }) => {
                 class(StatusCode::PAYLOAD_TOO_LARGE, "54000", "Payload too large")
             }

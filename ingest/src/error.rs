@@ -47,6 +47,15 @@ pub enum IngestError {
         limit: &'static str,
     },
 
+    /// A team-scoped sender tried to land rows of another team (or of none): nothing lands.
+    #[error("{origin}: {table} row {row}: {reason}")]
+    OtherTeam {
+        origin: String,
+        table: String,
+        row: usize,
+        reason: String,
+    },
+
     #[error("building Arrow batch: {0}")]
     Arrow(#[from] arrow::error::ArrowError),
 

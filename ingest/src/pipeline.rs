@@ -20,7 +20,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use arrow::array::{AsArray, BooleanArray};
+use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::record_batch::RecordBatch;
 use chrono::{DateTime, Utc};
 use gpuledger_lake::catalog::{CommitOptions, CommitOutcome, NewBatch};
@@ -194,6 +194,54 @@ impl Input {
     }
 }
 
+/// Fails unless every row of `batch` belongs to `team`: a team-scoped sender lands only its
+/// team's events and requests, and nothing of the fleet's (telemetry, bills) or of no team.
+fn only_team(
+    table: Table,
+    batch: &RecordBatch,
+    team: &str,
+    origin: &str,
+) -> Result<(), IngestError> {
+    let refuse = |row: usize, reason: String| IngestError::OtherTeam {
+        origin: origin.to_string(),
+        table: table.name().to_string(),
+        row: row + 1,
+        reason,
+    };
+    let Some(column) = batch
+        .column_by_name("team")
+        .filter(|_| matches!(table, Table::SchedulerEvents | Table::TokenUsage))
+    else {
+        return Err(refuse(
+            0,
+            format!(
+                "a token of team '{team}' lands only its team's scheduler events and gateway requests, not {table}"
+            ),
+        ));
+    };
+    let teams = column.as_string::<i32>();
+    for row in 0..batch.num_rows() {
+        if teams.is_null(row) {
+            return Err(refuse(
+                row,
+                format!(
+                    "no team label; a token of team '{team}' lands only rows labelled team '{team}'"
+                ),
+            ));
+        }
+        if teams.value(row) != team {
+            return Err(refuse(
+                row,
+                format!(
+                    "labelled team '{}'; a token of team '{team}' lands only its own",
+                    teams.value(row)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone)]
 pub struct IngestOptions {
     pub source: Source,
@@ -215,6 +263,9 @@ pub struct IngestOptions {
     /// How long an input stamped with its arrival time is recognised as retried.
     pub retry_window: std::time::Duration,
     pub limits: InputLimits,
+    /// The team of a team-scoped sender: every row it lands must carry that `team` (scheduler
+    /// events, gateway requests), or nothing lands.
+    pub only_team: Option<String>,
 }
 
 /// A bound on an input, with the flag that sets it (for the error message).
@@ -268,6 +319,7 @@ impl IngestOptions {
             sender: None,
             retry_window: DEFAULT_RETRY_WINDOW,
             limits: InputLimits::default(),
+            only_team: None,
         }
     }
 }
@@ -390,6 +442,9 @@ pub async fn ingest(
     let mut write_error = None;
     while let Some((table, batch)) = receiver.recv().await {
         let result = async {
+            if let Some(team) = &options.only_team {
+                only_team(table, &batch, team, &origin)?;
+            }
             let batch = match identity_column(table) {
                 Some(column) => {
                     let ids = known

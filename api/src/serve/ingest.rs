@@ -254,7 +254,8 @@ pub async fn ingest_file(
     options.strict = params.strict;
     options.at_declared = params.at.is_some();
     options.sender = Some(principal.token_id.clone());
-    run(&state, uri.path(), &headers, body, options).await
+    options.only_team = principal.team.clone();
+    run(&state, &principal, uri.path(), &headers, body, options).await
 }
 
 /// Prometheus remote-write 1.0 receiver.
@@ -299,18 +300,23 @@ pub async fn prom_write(
     let mut options = IngestOptions::new(Source::RemoteWrite, context);
     options.at_declared = false;
     options.sender = Some(principal.token_id.clone());
-    run(&state, uri.path(), &headers, body, options).await
+    options.only_team = principal.team.clone();
+    run(&state, &principal, uri.path(), &headers, body, options).await
 }
 
 /// The steps both endpoints share: the key, the size limit, the pipeline, the metrics, the answer.
 async fn run(
     state: &AppState,
+    principal: &Principal,
     route: &str,
     headers: &HeaderMap,
     body: Body,
     mut options: IngestOptions,
 ) -> Result<Response, ApiError> {
-    let key = idempotency_key(headers)?;
+    // A key is the client's within one token and route: another token (or route) reusing it
+    // neither sees this response nor loses its own data.
+    let key = idempotency_key(headers)?
+        .map(|key| format!("{}\u{1f}{route}\u{1f}{key}", principal.token_id));
     let catalog = state.lake.catalog();
     if let Some(key) = &key
         && let Some(stored) = catalog.idempotent_response(key).await?
