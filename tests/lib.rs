@@ -24,6 +24,7 @@ mod objects;
 mod order_independence;
 mod pgwire;
 mod report;
+mod sandbox;
 mod schemathesis;
 mod serve;
 mod spot;

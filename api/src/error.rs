@@ -151,12 +151,29 @@ fn internal() -> Class {
 }
 
 fn query_class(error: &QueryError) -> Class {
+    // One of ours raised inside a plan (a function's value cap) keeps its own class.
+    if let Some(DataFusionError::External(inner)) = error.datafusion_root()
+        && let Some(ours) = inner.downcast_ref::<QueryError>()
+    {
+        return query_class(ours);
+    }
     match error {
         QueryError::Refused(_) => class(StatusCode::FORBIDDEN, "42501", "Not a read-only query"),
         QueryError::Timeout(_) => class(
             StatusCode::UNPROCESSABLE_ENTITY,
             "57014",
             "Query time limit exceeded",
+        ),
+        QueryError::StatementTooComplex(_) => {
+            class(StatusCode::BAD_REQUEST, "54001", "Statement too complex")
+        }
+        QueryError::StatementTooLarge { .. } => {
+            class(StatusCode::BAD_REQUEST, "54000", "Statement too large")
+        }
+        QueryError::ValueTooLarge { .. } => class(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "54000",
+            "Value size limit exceeded",
         ),
         QueryError::ResultTooLarge { .. } => class(
             StatusCode::UNPROCESSABLE_ENTITY,

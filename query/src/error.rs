@@ -18,6 +18,23 @@ pub enum QueryError {
     #[error("{0}")]
     Refused(String),
 
+    /// A statement past one of the bounds of [`crate::sandbox`], refused before planning.
+    #[error("the statement is too complex to plan: {0}; simplify it or split it")]
+    StatementTooComplex(String),
+
+    #[error("the statement is {bytes} bytes long, past the limit of {limit} bytes")]
+    StatementTooLarge { bytes: usize, limit: usize },
+
+    /// A scalar function asked to build a value past the per-value cap.
+    #[error(
+        "{function}: the result would be {bytes} bytes, past the limit of {limit} bytes for one value"
+    )]
+    ValueTooLarge {
+        function: String,
+        bytes: u64,
+        limit: u64,
+    },
+
     #[error("the query ran longer than its limit of {}s and was stopped", .0.as_secs_f64())]
     Timeout(std::time::Duration),
 
@@ -33,6 +50,28 @@ impl QueryError {
             QueryError::DataFusion(error) => Some(error.find_root()),
             _ => None,
         }
+    }
+}
+
+impl QueryError {
+    /// A DataFusion error, or the error of ours that an operator or function raised inside it.
+    pub fn from_datafusion(error: datafusion::error::DataFusionError) -> Self {
+        use datafusion::error::DataFusionError;
+        if let DataFusionError::External(inner) = error.find_root()
+            && let Some(ours) = inner.downcast_ref::<QueryError>()
+            && let QueryError::ValueTooLarge {
+                function,
+                bytes,
+                limit,
+            } = ours
+        {
+            return QueryError::ValueTooLarge {
+                function: function.clone(),
+                bytes: *bytes,
+                limit: *limit,
+            };
+        }
+        QueryError::DataFusion(error)
     }
 }
 

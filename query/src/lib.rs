@@ -6,12 +6,17 @@
 //! - `table_functions/`: `team_costs`, `idle_summary`, `unit_economics`, `unit_economics_daily` (each `(from, to)`);
 //! - `session.rs`: the one place that builds a `SessionContext` with everything registered;
 //! - `scope.rs`: what a team-scoped session sees; `user_query.rs`: users' SQL, read-only and bounded;
+//! - `sandbox.rs`: the bounds a user's statement is checked against before planning, and the
+//!   settings a session may change; `runtime.rs`: the large-stack runtime users' queries run on;
+//! - `value_limits.rs`: caps on the values string and array functions build, in limited sessions;
 //! - `spend.rs`: budget spend, `/v1/costs` aggregation and table functions over a window, for the API;
 //! - `ledger_build/`: keeps `gpu_hours`, `cost_entries`, `allocations` in the lake up to date.
 
 pub mod error;
 pub mod lake_table;
 pub mod ledger_build;
+pub mod runtime;
+pub mod sandbox;
 pub mod scope;
 pub mod session;
 pub mod spend;
@@ -19,6 +24,7 @@ pub mod system_tables;
 pub mod table_functions;
 pub mod udf;
 pub mod user_query;
+pub mod value_limits;
 
 pub use error::QueryError;
 pub use scope::Scope;

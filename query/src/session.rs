@@ -66,6 +66,9 @@ pub fn new_session_with(
         }
     };
     crate::udf::register_all(&ctx);
+    if let Some(bytes) = options.memory_limit {
+        crate::value_limits::bound_functions(&ctx, crate::value_limits::cap_for(bytes));
+    }
     ctx.register_object_store(&LAKE_URL, Arc::clone(lake.store()));
     let store_url = ObjectStoreUrl::parse(LAKE_URL.as_str())?;
 

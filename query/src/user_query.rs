@@ -1,4 +1,7 @@
-//! SQL from users (HTTP, the Postgres wire): read-only, and bounded in time and result size.
+//! SQL from users (HTTP, the Postgres wire): read-only, and bounded in size, time and result size.
+//!
+//! A statement is checked against the bounds of [`sandbox`] before it is planned, and planned
+//! and run on the query runtime ([`runtime`]), under one time limit.
 //!
 //! Memory is bounded by the session ([`crate::session::SessionOptions::memory_limit`]); this
 //! module refuses anything but queries before they run — DDL (`CREATE EXTERNAL TABLE`), DML and
@@ -14,9 +17,11 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::context::SQLOptions;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::Statement as DfStatement;
 use futures::StreamExt;
 
 use crate::error::QueryError;
+use crate::{runtime, sandbox};
 
 /// The bounds of one user query.
 #[derive(Debug, Clone, Copy)]
@@ -43,11 +48,42 @@ pub fn read_only() -> SQLOptions {
         .with_allow_statements(false)
 }
 
-/// Plans `sql` and refuses it unless it only reads.
+/// Plans `sql` and refuses it unless it only reads, on the query runtime.
 pub async fn plan_read_only(ctx: &SessionContext, sql: &str) -> Result<LogicalPlan, QueryError> {
-    let plan = ctx.state().create_logical_plan(sql).await?;
+    sandbox::check_text(sql)?;
+    let ctx = ctx.clone();
+    let sql = sql.to_string();
+    runtime::run(async move { plan_here(&ctx, &sql).await }).await
+}
+
+/// Parses `sql` as the session's dialect and plans it once it is within the bounds of
+/// [`sandbox`]; the caller is on a query thread.
+async fn plan_here(ctx: &SessionContext, sql: &str) -> Result<LogicalPlan, QueryError> {
+    let state = ctx.state();
+    let dialect = state.config().options().sql_parser.dialect;
+    let statement = state.sql_to_statement(sql, &dialect).map_err(parse_error)?;
+    sandbox::check_df_statement(&statement)?;
+    if let DfStatement::Statement(statement) = &statement {
+        sandbox::check_setting(statement)?;
+    }
+    let plan = state.statement_to_plan(statement).await?;
     refuse_unless_read_only(&plan)?;
     Ok(plan)
+}
+
+/// A parser error, with the parser's recursion limit said as a statement too complex.
+pub fn parse_error(error: DataFusionError) -> QueryError {
+    use datafusion::sql::sqlparser::parser::ParserError;
+    match error.find_root() {
+        DataFusionError::SQL(error, _)
+            if matches!(**error, ParserError::RecursionLimitExceeded) =>
+        {
+            QueryError::StatementTooComplex(
+                "its parentheses, subqueries or prefix operators nest too deep".into(),
+            )
+        }
+        _ => error.into(),
+    }
 }
 
 /// Refuses a `plan` that does more than read (the Postgres wire plans statements itself).
@@ -64,11 +100,10 @@ pub struct QueryResult {
     pub batches: Vec<RecordBatch>,
 }
 
-/// Runs a read-only `plan` to completion within `limits`.
+/// Runs a read-only `plan` to completion within `limits`, on the query runtime.
 ///
-/// The plan runs in a task of its own: a CPU-bound operator (a large join) may not yield for
-/// seconds, and the caller must get its answer at the deadline, not when the operator next
-/// yields. The task is aborted then and stops at its next yield point.
+/// At the deadline the query's task is aborted: its streams, and the tasks DataFusion spawned
+/// for them, are dropped, so the work stops at the operators' next yield point.
 pub async fn execute(
     ctx: &SessionContext,
     plan: LogicalPlan,
@@ -76,42 +111,50 @@ pub async fn execute(
 ) -> Result<QueryResult, QueryError> {
     let ctx = ctx.clone();
     let max_result_bytes = limits.max_result_bytes;
-    let mut task = tokio::spawn(async move {
-        let frame = ctx.execute_logical_plan(plan).await?;
-        let schema = SchemaRef::new(frame.schema().as_arrow().clone());
-        let mut stream = frame.execute_stream().await?;
-        let mut batches = Vec::new();
-        let mut bytes = 0usize;
-        while let Some(batch) = stream.next().await {
-            let batch = batch?;
-            bytes += batch.get_array_memory_size();
-            if bytes > max_result_bytes {
-                return Err(QueryError::ResultTooLarge {
-                    limit_bytes: max_result_bytes,
-                });
-            }
-            batches.push(batch);
-        }
-        Ok(QueryResult { schema, batches })
-    });
-    match tokio::time::timeout(limits.timeout, &mut task).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(join_error)) => Err(DataFusionError::ExecutionJoin(Box::new(join_error)).into()),
-        Err(_elapsed) => {
-            task.abort();
-            Err(QueryError::Timeout(limits.timeout))
-        }
-    }
+    runtime::run_within(limits.timeout, async move {
+        collect(&ctx, plan, max_result_bytes).await
+    })
+    .await
 }
 
-/// Plans and runs a user's `sql`.
+async fn collect(
+    ctx: &SessionContext,
+    plan: LogicalPlan,
+    max_result_bytes: usize,
+) -> Result<QueryResult, QueryError> {
+    let frame = ctx.execute_logical_plan(plan).await?;
+    let schema = SchemaRef::new(frame.schema().as_arrow().clone());
+    let mut stream = frame.execute_stream().await?;
+    let mut batches = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(QueryError::from_datafusion)?;
+        bytes += batch.get_array_memory_size();
+        if bytes > max_result_bytes {
+            return Err(QueryError::ResultTooLarge {
+                limit_bytes: max_result_bytes,
+            });
+        }
+        batches.push(batch);
+    }
+    Ok(QueryResult { schema, batches })
+}
+
+/// Plans and runs a user's `sql`; its time limit covers both.
 pub async fn run(
     ctx: &SessionContext,
     sql: &str,
     limits: &QueryLimits,
 ) -> Result<QueryResult, QueryError> {
-    let plan = plan_read_only(ctx, sql).await?;
-    execute(ctx, plan, limits).await
+    sandbox::check_text(sql)?;
+    let ctx = ctx.clone();
+    let sql = sql.to_string();
+    let max_result_bytes = limits.max_result_bytes;
+    runtime::run_within(limits.timeout, async move {
+        let plan = plan_here(&ctx, &sql).await?;
+        collect(&ctx, plan, max_result_bytes).await
+    })
+    .await
 }
 
 /// DataFusion says "DDL not supported: CreateExternalTable"; users get one sentence.

@@ -212,3 +212,159 @@ async fn a_result_past_its_size_limit_is_refused() {
         "the result is larger than 1 MiB: aggregate it, or add LIMIT"
     );
 }
+
+/// `n` copies of `term` joined by `op`.
+fn chain(term: &str, op: &str, n: usize) -> String {
+    vec![term; n].join(op)
+}
+
+#[tokio::test]
+async fn deep_or_huge_statements_are_refused_before_planning() {
+    let (_dir, lake) = lake_with_two_teams().await;
+    let union = vec!["select 1 as x"; 3000].join(" union all ");
+    let statements = [
+        format!("select {}", chain("1", "+", 2_000)),
+        format!("select {}", chain("1", "+", 20_000)),
+        format!("select {}", chain("'a'", "||", 5_000)),
+        format!("select 1 where {}", chain("true", " and ", 5_000)),
+        format!("select 1 where {}", chain("false", " or ", 5_000)),
+        format!("select count(*) from ({union})"),
+        format!("select {}", "(".repeat(200) + "1" + &")".repeat(200)),
+    ];
+    for sql in &statements {
+        let error = single_i64(&lake, Scope::All, sql).await.unwrap_err();
+        assert!(
+            matches!(&error, QueryError::StatementTooComplex(_)),
+            "{}…: {error:?}",
+            &sql[..60]
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("the statement is too complex to plan: "),
+            "{error}"
+        );
+    }
+    let error = single_i64(
+        &lake,
+        Scope::All,
+        &format!("select 1 {}", " ".repeat(2 << 20)),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(error, QueryError::StatementTooLarge { limit, .. } if limit == 1 << 20),
+        "{error:?}"
+    );
+    // The service goes on.
+    let total = "select sum(input_tokens) from token_usage";
+    assert_eq!(single_i64(&lake, Scope::All, total).await.unwrap(), 960);
+}
+
+/// The test thread has 2 MiB of stack, as a tokio worker has: a 500-term sum plans and runs on a
+/// query thread of the query runtime.
+#[tokio::test]
+async fn a_deep_statement_within_the_bounds_plans_and_runs_on_the_query_runtime() {
+    let (_dir, lake) = lake_with_two_teams().await;
+    let sum = format!("select cast({} as bigint)", chain("1", "+", 500));
+    assert_eq!(single_i64(&lake, Scope::All, &sum).await.unwrap(), 500);
+    let union = vec!["select 1 as x"; 200].join(" union all ");
+    let count = format!("select count(*) from ({union})");
+    assert_eq!(single_i64(&lake, Scope::All, &count).await.unwrap(), 200);
+}
+
+#[tokio::test]
+async fn engine_settings_are_refused_however_they_are_quoted() {
+    let (_dir, lake) = lake_with_two_teams().await;
+    for sql in [
+        r#"SET "datafusion"."runtime"."memory_limit" = '40G'"#,
+        r#"SET "datafusion.runtime.temp_directory" = '/tmp'"#,
+        r#"SET DataFusion.Execution.Target_Partitions = 1"#,
+        "RESET datafusion.runtime.memory_limit",
+        "RESET ALL",
+    ] {
+        let error = single_i64(&lake, nlp(), sql).await.unwrap_err();
+        match &error {
+            QueryError::Refused(message) => assert!(
+                // DataFusion's own parser reads RESET: the planner refuses it.
+                message.starts_with("only read-only queries are allowed ("),
+                "{sql}: {message}"
+            ),
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+}
+
+/// Team `vision` has requests of 400 and 500 input tokens. An expression that fails on one of
+/// vision's rows would tell nlp what vision's rows hold; in a team session it never sees them.
+#[tokio::test]
+async fn a_teams_predicates_never_see_another_teams_rows() {
+    let (_dir, lake) = lake_with_two_teams().await;
+    let oracle = |tokens: i64| {
+        format!(
+            "select count(*) from token_usage where cast(case when team = 'vision' and \
+             input_tokens = {tokens} then 'x' else '1' end as int) = 1"
+        )
+    };
+    // 400 is vision's, 401 nobody's: the same answer, nlp's 3 rows.
+    for tokens in [400, 401] {
+        assert_eq!(
+            single_i64(&lake, nlp(), &oracle(tokens)).await.unwrap(),
+            3,
+            "{tokens}"
+        );
+    }
+    // Everyone's session does evaluate it on vision's row.
+    assert!(single_i64(&lake, Scope::All, &oracle(400)).await.is_err());
+    // Through a table function too: unit_economics over nlp's requests only.
+    let function = "select count(*) from unit_economics('2026-11-02', '2026-11-03') where \
+        cast(case when team = 'vision' then 'x' else '1' end as int) = 1";
+    assert_eq!(single_i64(&lake, nlp(), function).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn explain_analyze_counts_only_the_teams_rows() {
+    let (_dir, lake) = lake_with_two_teams().await;
+    let ctx = new_session_with(&lake, &options(nlp())).unwrap();
+    let result = run(
+        &ctx,
+        "explain analyze select request_id from token_usage where input_tokens > 0",
+        &QueryLimits::default(),
+    )
+    .await
+    .unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&result.batches)
+        .unwrap()
+        .to_string();
+    assert!(text.contains("TeamRowsExec: team=nlp"), "{text}");
+    assert!(text.contains("output_rows=3"), "{text}");
+    // 5 rows in the file: no operator shows them.
+    assert!(!text.contains("output_rows=5"), "{text}");
+    assert!(!text.contains("DataSourceExec"), "{text}");
+}
+
+#[tokio::test]
+async fn scalar_functions_cannot_build_values_past_the_cap() {
+    let (_dir, lake) = lake_with_two_teams().await;
+    // 32 MiB sessions: 8 MiB per call.
+    for sql in [
+        "select length(repeat('x', 1500000000))",
+        "select cardinality(array_repeat(1, 500000000))",
+        "select length(repeat(arrow_cast('xxx', 'LargeUtf8'), 1000000000))",
+        "select length(lpad('', 2000000000))",
+        "select length(rpad('x', 2000000000, 'yz'))",
+        "select cardinality(range(1, 2000000000))",
+        "select length(replace(repeat('x', 1000000), 'x', repeat('y', 100)))",
+    ] {
+        let error = single_i64(&lake, Scope::All, sql).await.unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.contains("past the limit of 8388608 bytes for one value"),
+            "{sql}: {error:?}"
+        );
+    }
+    // Within the cap, the same functions answer.
+    let small = "select cast(length(repeat('x', 1000)) + length(lpad('a', 10)) + \
+        cardinality(array_repeat(1, 5)) as bigint)";
+    assert_eq!(single_i64(&lake, Scope::All, small).await.unwrap(), 1015);
+}

@@ -26,7 +26,9 @@ use datafusion_postgres::hooks::transactions::TransactionStatementHook;
 use datafusion_postgres::{DfSessionService, Parser, QueryHook, pgwire};
 use futures::Sink;
 use gpuledger_query::QueryError;
+use gpuledger_query::session::CATALOG_NAME;
 use gpuledger_query::user_query::{self, refuse_unless_read_only};
+use gpuledger_query::{runtime, sandbox};
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{DescribePortalResponse, FieldInfo, QueryResponse, Response};
@@ -101,7 +103,7 @@ pub struct Session {
     ctx: Arc<SessionContext>,
     hooks: Vec<Arc<dyn QueryHook>>,
     parser: Arc<Parser>,
-    sql_parser: PostgresCompatibilityParser,
+    sql_parser: Arc<PostgresCompatibilityParser>,
 }
 
 impl Session {
@@ -119,8 +121,19 @@ impl Session {
             parser: service.query_parser(),
             ctx,
             hooks,
-            sql_parser: PostgresCompatibilityParser::new(),
+            sql_parser: Arc::new(PostgresCompatibilityParser::new()),
         })
+    }
+}
+
+/// `pg_catalog` holds the session's catalog list, in which it is registered itself: a cycle of
+/// `Arc`s that would keep every connection's catalog (and pg_catalog's own tables, megabytes of
+/// them) alive after the connection ends. Taking it out of the catalog breaks the cycle.
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(catalog) = self.ctx.catalog(CATALOG_NAME) {
+            let _ = catalog.deregister_schema("pg_catalog", true);
+        }
     }
 }
 
@@ -129,24 +142,55 @@ fn session(cell: &OnceLock<Session>) -> PgWireResult<&Session> {
         .ok_or_else(|| pg_error(ApiError::Unauthenticated))
 }
 
-/// `SET datafusion.…` would change the engine's settings (its memory, its parallelism) under
-/// the limits; the clients' own settings (time zone, date style, …) are the hooks' to answer.
-fn refuse_engine_settings(statement: &ast::Statement) -> PgWireResult<()> {
-    if matches!(statement, ast::Statement::Set(_))
-        && statement
-            .to_string()
-            .to_ascii_lowercase()
-            .contains("datafusion.")
-    {
-        return Err(pg_error(
-            QueryError::Refused(
-                "only read-only queries are allowed (the engine's settings cannot be changed)"
-                    .into(),
-            )
-            .into(),
-        ));
+/// `sql`'s statements, parsed and checked on the query runtime: within the bounds of
+/// [`sandbox`] (a statement past them is dropped there, on a large stack), and changing no
+/// setting but the allowed ones (`SET "datafusion"."runtime"."memory_limit"` is refused however
+/// it is quoted). A syntax error is [`parse_error`]'s to explain.
+async fn parse_checked(session: &Session, sql: &str) -> PgWireResult<Vec<ast::Statement>> {
+    use datafusion::sql::sqlparser::parser::ParserError;
+
+    let parser = Arc::clone(&session.sql_parser);
+    let text = sql.to_string();
+    let parsed = runtime::run_sync(move || {
+        sandbox::check_text(&text)?;
+        match parser.parse(&text) {
+            Ok(statements) => {
+                for statement in &statements {
+                    sandbox::check_statement(statement)?;
+                    sandbox::check_setting(statement)?;
+                }
+                Ok(Ok(statements))
+            }
+            Err(ParserError::RecursionLimitExceeded) => Err(QueryError::StatementTooComplex(
+                "its parentheses, subqueries or prefix operators nest too deep".into(),
+            )),
+            Err(error) => Ok(Err(error)),
+        }
+    })
+    .await
+    .map_err(|error| pg_error(error.into()))?;
+    match parsed {
+        Ok(statements) => Ok(statements),
+        Err(error) => {
+            let error = PgWireError::ApiError(Box::new(error));
+            Err(parse_error(&session.ctx, sql, error).await)
+        }
     }
-    Ok(())
+}
+
+/// Plans a checked `statement` on the query runtime.
+async fn plan_statement(
+    session: &Session,
+    statement: ast::Statement,
+) -> Result<LogicalPlan, QueryError> {
+    let ctx = Arc::clone(&session.ctx);
+    runtime::run(async move {
+        Ok(ctx
+            .state()
+            .statement_to_plan(DfStatement::Statement(Box::new(statement)))
+            .await?)
+    })
+    .await
 }
 
 /// A statement that the PostgreSQL parser or the planner does not take may be DataFusion's own
@@ -200,20 +244,14 @@ impl SimpleQueryHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        self.check_token().await?;
         let session = session(&self.session)?;
-        let statements = match session.sql_parser.parse(query) {
-            Ok(statements) => statements,
-            Err(error) => {
-                let error = PgWireError::ApiError(Box::new(error));
-                return Err(parse_error(&session.ctx, query, error).await);
-            }
-        };
+        let statements = parse_checked(session, query).await?;
         if statements.is_empty() {
             return Ok(vec![Response::EmptyQuery]);
         }
         let mut responses = Vec::with_capacity(statements.len());
         'statements: for statement in statements {
-            refuse_engine_settings(&statement)?;
             for hook in &session.hooks {
                 if let Some(response) = hook
                     .handle_simple_query(&statement, &session.ctx, client)
@@ -224,15 +262,10 @@ impl SimpleQueryHandler for Connection {
                 }
             }
             let sql = statement.to_string();
-            let plan = match session
-                .ctx
-                .state()
-                .statement_to_plan(DfStatement::Statement(Box::new(statement)))
-                .await
-            {
+            let plan = match plan_statement(session, statement).await {
                 Ok(plan) => plan,
                 Err(error) => {
-                    let error = pg_error(QueryError::from(error).into());
+                    let error = pg_error(error.into());
                     return Err(parse_error(&session.ctx, &sql, error).await);
                 }
             };
@@ -267,6 +300,7 @@ impl ExtendedQueryHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        self.check_token().await?;
         let session = session(&self.session)?;
         let (statement, plan) = match &portal.statement.statement {
             Statement::Planned(planned) => match planned.as_ref() {
@@ -334,12 +368,9 @@ async fn plan_with_values(
     let unknown: Vec<Option<&Type>> = unknown.iter().map(Some).collect();
     let values = deserialize_parameters_with_server_types(portal, &[], &unknown)?;
     let statement = with_values(statement.clone(), &values)?;
-    let plan = session
-        .ctx
-        .state()
-        .statement_to_plan(DfStatement::Statement(Box::new(statement)))
+    let plan = plan_statement(session, statement)
         .await
-        .map_err(|error| pg_error(QueryError::from(error).into()))?;
+        .map_err(|error| pg_error(error.into()))?;
     refuse_unless_read_only(&plan).map_err(|error| pg_error(error.into()))?;
     Ok(plan)
 }
@@ -390,31 +421,39 @@ impl QueryParser for ReadOnlyParser {
         &self,
         client: &C,
         sql: &str,
-        types: &[Option<Type>],
+        _types: &[Option<Type>],
     ) -> PgWireResult<Option<Statement>>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
         let session = session(&self.session)?;
-        let parsed = match session.parser.parse_sql(client, sql, types).await {
-            Ok(parsed) => parsed,
-            Err(error) => {
-                if let Ok(mut statements) = session.sql_parser.parse(sql)
-                    && statements.len() == 1
-                    && parameter_count(&statements[0]) > 0
-                {
-                    let statement = statements.remove(0);
-                    refuse_engine_settings(&statement)?;
-                    return Ok(Some(Statement::Unplanned(Box::new(statement))));
-                }
-                return Err(parse_error(&session.ctx, sql, error).await);
-            }
-        };
-        if let Some((_, Some((statement, plan)))) = &parsed {
-            refuse_engine_settings(statement)?;
-            refuse_unless_read_only(plan).map_err(|error| pg_error(error.into()))?;
+        let mut statements = parse_checked(session, sql).await?;
+        if statements.is_empty() {
+            return Ok(None);
         }
-        Ok(parsed.map(|planned| Statement::Planned(Box::new(planned))))
+        // The extended protocol takes one statement, as datafusion-postgres's parser does.
+        let statement = statements.swap_remove(0);
+        let text = statement.to_string();
+        for hook in &session.hooks {
+            if let Some(plan) = hook
+                .handle_extended_parse_query(&statement, &session.ctx, client)
+                .await
+            {
+                let planned = (text, Some((statement, plan?)));
+                return Ok(Some(Statement::Planned(Box::new(planned))));
+            }
+        }
+        match plan_statement(session, statement.clone()).await {
+            Ok(plan) => {
+                refuse_unless_read_only(&plan).map_err(|error| pg_error(error.into()))?;
+                let planned = (text, Some((statement, plan)));
+                Ok(Some(Statement::Planned(Box::new(planned))))
+            }
+            Err(_) if parameter_count(&statement) > 0 => {
+                Ok(Some(Statement::Unplanned(Box::new(statement))))
+            }
+            Err(error) => Err(parse_error(&session.ctx, sql, pg_error(error.into())).await),
+        }
     }
 
     fn get_parameter_types(&self, statement: &Statement) -> PgWireResult<Vec<Type>> {

@@ -48,9 +48,12 @@ impl StartupHandler for Connection {
                     .user()
                     .unwrap_or_default()
                     .to_string();
-                let session = self.open_session(token.trim(), user).await?;
-                // Start-up happens once per connection: the cell is empty.
+                let token = token.trim();
+                let session = self.open_session(token, user).await?;
+                // Start-up happens once per connection: the cells are empty.
                 let _ = self.session.set(session);
+                let _ = self.token.set(token.to_string());
+                *self.token_checked.lock().expect("not poisoned") = Some(std::time::Instant::now());
                 finish_authentication(client, &server_parameters()).await?;
             }
             _ => {}
