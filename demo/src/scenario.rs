@@ -235,7 +235,7 @@ impl NodePlan {
     }
 }
 
-/// The attribution labels of a workload (DESIGN §3); `None` is a label not set.
+/// The attribution labels of a workload (docs/design.md §3); `None` is a label not set.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Labels {
     pub team: Option<&'static str>,

@@ -1,4 +1,4 @@
-//! Allocation intervals from scheduler events (DESIGN §4, "exact intervals"): a 30-second pod is
+//! Allocation intervals from scheduler events (docs/design.md §4, "exact intervals"): a 30-second pod is
 //! charged 30 seconds. Events are paired per (cluster, namespace, workload, pod); each interval
 //! is split into one allocation per physical GPU with the share of that GPU it held.
 //!
@@ -65,7 +65,7 @@ impl EventKind {
     }
 }
 
-/// The attribution labels of DESIGN §3.
+/// The attribution labels of docs/design.md §3.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Labels {
     pub team: Option<String>,

@@ -1,4 +1,4 @@
-//! Shared-cost amortization (DESIGN §6): a pool's amount spread over teams by a strategy — the
+//! Shared-cost amortization (docs/design.md §6): a pool's amount spread over teams by a strategy — the
 //! three of the OpenCost specification (`proportional`, `even`, `usage`) plus `fixed` weights.
 //! The parts always add up to the amount exactly: largest remainder at 1e-12 (`money.rs`).
 

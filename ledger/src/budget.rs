@@ -1,4 +1,4 @@
-//! Monthly budgets (DESIGN §8): what a budget watches, and its status at a moment — spend to
+//! Monthly budgets (docs/design.md §8): what a budget watches, and its status at a moment — spend to
 //! date, the forecast to month end from the run rate, the share used, its state and the
 //! thresholds crossed. Pure arithmetic: the spend comes in from the ledger.
 //!

@@ -1,4 +1,4 @@
-//! Capacity planning (DESIGN §11): how many inference replicas a peak needs, measured from real
+//! Capacity planning (docs/design.md §11): how many inference replicas a peak needs, measured from real
 //! traffic, and whether a job of N GPUs can start now given fragmentation.
 //!
 //! **Safe throughput per replica**: the model's requests are counted in 5-minute windows

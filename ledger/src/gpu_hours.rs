@@ -1,5 +1,5 @@
 //! The hourly ledger: every second of a GPU that was billed or observed lands in exactly one
-//! idle class (DESIGN §5) for exactly one owner, and carries the price in force at that second.
+//! idle class (docs/design.md §5) for exactly one owner, and carries the price in force at that second.
 //!
 //! Per GPU the time line is cut at every boundary (allocation, reservation, fault, price, hour,
 //! sample); in each piece:
@@ -18,7 +18,7 @@ use crate::allocation::Allocation;
 use crate::money::Money;
 use crate::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
 
-/// Defaults of DESIGN §5.
+/// Defaults of docs/design.md §5.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClassifyConfig {
     /// SM activity (0–1) below which allocated time is idle.

@@ -317,7 +317,7 @@ pub fn consolidate(entries: Vec<CostEntry>) -> Vec<CostEntry> {
         .collect()
 }
 
-/// Both sides of the ledger for a window (DESIGN §4).
+/// Both sides of the ledger for a window (docs/design.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Balance {
     /// Billing `effective_cost` in the window (lines prorated over their charge periods).

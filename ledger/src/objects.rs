@@ -472,7 +472,7 @@ fn without_nulls(value: &Value) -> Value {
 
 pub const CAPACITY_TYPES: [&str; 3] = ["on_demand", "spot", "reserved"];
 
-/// Why reserved GPUs sit idle on purpose (DESIGN §5).
+/// Why reserved GPUs sit idle on purpose (docs/design.md §5).
 pub const RESERVATION_REASONS: [&str; 6] = [
     "ha_redundancy",
     "release_overlap",
@@ -743,7 +743,7 @@ impl From<&ManualCostSpec> for ManualCost {
     }
 }
 
-/// The allowed values of each attribution label (DESIGN §3). A label left out accepts any
+/// The allowed values of each attribution label (docs/design.md §3). A label left out accepts any
 /// value; a value outside its list still lands, and is reported as unattributed.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct LabelPolicy {

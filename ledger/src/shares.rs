@@ -1,5 +1,5 @@
 //! GPU shares: how much of one physical GPU an allocation holds, so that every kind of sharing
-//! reconciles to the device that was billed (DESIGN §4). A whole GPU is 1; a MIG instance is its
+//! reconciles to the device that was billed (docs/design.md §4). A whole GPU is 1; a MIG instance is its
 //! compute slices over the GPU's slices; a time-sliced replica is 1 / the replicas configured on
 //! the GPU; a fractional GPU (HAMi and similar) is its declared fraction.
 

@@ -1,4 +1,4 @@
-//! Spot economics (DESIGN §7): did spot capacity pay? Per spot node over a window:
+//! Spot economics (docs/design.md §7): did spot capacity pay? Per spot node over a window:
 //! net savings = on-demand equivalent − spot cost − recompute cost − declared operations cost,
 //! negative when it did not.
 //!

@@ -1,4 +1,4 @@
-//! Training economics (DESIGN §7): what a training workload's GPU time bought. Work done after a
+//! Training economics (docs/design.md §7): what a training workload's GPU time bought. Work done after a
 //! run's last checkpoint is lost when the run fails or is preempted, so only the time up to that
 //! checkpoint is *effective*; the lost GPU time, priced at the workload's own GPU-hour price, is
 //! the failure loss (failed runs) or the recompute cost (preempted or evicted runs).

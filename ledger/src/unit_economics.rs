@@ -1,4 +1,4 @@
-//! Inference unit economics (DESIGN §7): only effective output counts. A request is effective when
+//! Inference unit economics (docs/design.md §7): only effective output counts. A request is effective when
 //! it succeeded **and** met its SLO; the GPU cost of the workload that served it is spread over its
 //! traffic by token share and then divided by the SLO-met output only, so throughput that breaks
 //! the TTFT target raises the cost per token instead of lowering it.

@@ -1,6 +1,6 @@
 //! The usage lens in small pieces, for SQL over any interval an analyst picks: the time-weighted
-//! average of a sampled gauge, the idle class of a GPU-interval (DESIGN §5) and unit costs
-//! (DESIGN §7). Each agrees with what `gpu_hours.rs` does over a whole timeline.
+//! average of a sampled gauge, the idle class of a GPU-interval (docs/design.md §5) and unit costs
+//! (docs/design.md §7). Each agrees with what `gpu_hours.rs` does over a whole timeline.
 
 use std::fmt;
 
@@ -31,7 +31,7 @@ pub fn time_weighted_average(samples: &[(Micros, f64)], max_gap: Micros) -> Opti
     (held > 0.0).then(|| weighted / held)
 }
 
-/// The idle class of a stretch of one GPU (DESIGN §5).
+/// The idle class of a stretch of one GPU (docs/design.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdleClass<'a> {
     Busy,
@@ -56,7 +56,7 @@ impl IdleClass<'_> {
     }
 }
 
-/// The DESIGN §5 name: `busy`, `allocated_idle`, `reserved:<reason>`, `unexplained`, `fault`.
+/// The docs/design.md §5 name: `busy`, `allocated_idle`, `reserved:<reason>`, `unexplained`, `fault`.
 impl fmt::Display for IdleClass<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

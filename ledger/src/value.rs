@@ -1,4 +1,4 @@
-//! Value mapping (DESIGN §10): a technical metric over a day and a condition on it → a business
+//! Value mapping (docs/design.md §10): a technical metric over a day and a condition on it → a business
 //! event → a value per unit, e.g. "p95 latency ≤ 350 ms over a day → credit approvals → 1,240 USD
 //! per 10,000 calls". Each UTC day, a mapping's metric is measured over the requests its filter
 //! matches; on days the condition holds, those requests (or the SLO-met ones) are business events

@@ -218,7 +218,7 @@ async fn idle_classes(ctx: &SessionContext, w: &Window) -> Result<Vec<IdleClass>
         ),
     )
     .await?;
-    // Fixed classes first, in DESIGN §5's order, then reservations by reason.
+    // Fixed classes first, in docs/design.md §5's order, then reservations by reason.
     let rank = |class: &str| match class {
         "allocated_idle" => 0,
         "unexplained" => 2,

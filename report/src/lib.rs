@@ -1,4 +1,4 @@
-//! The weekly report (DESIGN §9).
+//! The weekly report (docs/design.md §9).
 //!
 //! - `week.rs`: ISO weeks in UTC;
 //! - `compute.rs`: every section, with SQL over the ledger (`gpuledger_query`'s session);

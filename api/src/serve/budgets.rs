@@ -1,4 +1,4 @@
-//! `/v1/budgets`: monthly budgets per team, namespace or cost center (DESIGN §8), with their
+//! `/v1/budgets`: monthly budgets per team, namespace or cost center (docs/design.md §8), with their
 //! status from the ledger and the alerts recorded when they crossed a threshold. Budgets are the
 //! catalog objects of kind `budget` (the same store as `/v1/objects/budget`); a team-scoped token
 //! sees, and may change, only the budgets of its team, and their spend is read through its

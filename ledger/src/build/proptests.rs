@@ -1,4 +1,4 @@
-//! The invariants of DESIGN §4 under random clusters: the ledger always balances, and each GPU's
+//! The invariants of docs/design.md §4 under random clusters: the ledger always balances, and each GPU's
 //! idle-class seconds add up to the seconds it was billed or observed.
 
 use proptest::prelude::*;

@@ -1,4 +1,4 @@
-//! Capacity planning (DESIGN §11), rules in `gpuledger_ledger::capacity`:
+//! Capacity planning (docs/design.md §11), rules in `gpuledger_ledger::capacity`:
 //!
 //! - `inference_capacity(model, peak_rps, redundancy)`: one row: the model's safe requests per
 //!   second per replica at SLO, measured over all of `token_usage` in 5-minute windows (replicas:

@@ -1,4 +1,4 @@
-//! `idle_summary(from, to)`: GPU-hours and cost of a window by idle class (DESIGN §5), with
+//! `idle_summary(from, to)`: GPU-hours and cost of a window by idle class (docs/design.md §5), with
 //! intentional idle (reservations, by reason) apart from waste (unexplained) and faults.
 //!
 //! ```sql

@@ -1,4 +1,4 @@
-//! `spot_savings(from, to)`: did spot capacity pay (DESIGN §7)? One row per spot node:
+//! `spot_savings(from, to)`: did spot capacity pay (docs/design.md §7)? One row per spot node:
 //! net savings = on-demand equivalent − spot cost − recompute cost − operations cost.
 //!
 //! ```sql

@@ -1,4 +1,4 @@
-//! `training_economics(from, to)`: what each training workload's GPU time bought (DESIGN §7).
+//! `training_economics(from, to)`: what each training workload's GPU time bought (docs/design.md §7).
 //!
 //! ```sql
 //! select team, workload, success_rate, effective_gpu_hours, failure_loss, cost_per_1m_samples

@@ -1,4 +1,4 @@
-//! `unit_economics(from, to)`: what inference costs per unit of **effective** output (DESIGN §7):
+//! `unit_economics(from, to)`: what inference costs per unit of **effective** output (docs/design.md §7):
 //! per team, model, model version and quantization, priority, peak or off-peak, cache hit or miss
 //! and prompt- and output-length bucket, the
 //! requests and tokens of the window, which of them met their SLO, the GPU cost of the serving

@@ -1,5 +1,5 @@
 //! `value_report(from, to)` and `value_report_daily(from, to)`: what the inference traffic was
-//! worth beside what it cost (DESIGN §10), from the `value_mapping` catalog objects.
+//! worth beside what it cost (docs/design.md §10), from the `value_mapping` catalog objects.
 //!
 //! ```sql
 //! select product_line, mapping, days_met, events, value, cost, roi

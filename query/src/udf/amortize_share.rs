@@ -1,4 +1,4 @@
-//! `amortize_share(amount, weight, total_weight)`: one team's part of a shared pool (DESIGN §6).
+//! `amortize_share(amount, weight, total_weight)`: one team's part of a shared pool (docs/design.md §6).
 
 use arrow::datatypes::DataType;
 use datafusion::common::{Result, internal_err};

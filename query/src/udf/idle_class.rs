@@ -1,4 +1,4 @@
-//! `idle_class(allocated_share, sm_active, reserved_reason, fault [, threshold])`: the DESIGN §5
+//! `idle_class(allocated_share, sm_active, reserved_reason, fault [, threshold])`: the docs/design.md §5
 //! idle class of a stretch of GPU time, as `gpu_hours` classifies it.
 
 use std::fmt::Write;

@@ -5,7 +5,7 @@
 //!
 //! - `time_weighted_avg.rs`: aggregate, time-weighted average of a sampled gauge;
 //! - `interval_overlap_seconds.rs`: seconds two time intervals share;
-//! - `idle_class.rs`: the DESIGN §5 idle class of a stretch of GPU time;
+//! - `idle_class.rs`: the docs/design.md §5 idle class of a stretch of GPU time;
 //! - `amortize_share.rs`: one weight's part of a shared amount;
 //! - `unit_cost.rs`: cost per unit of output;
 //! - `args.rs`: reading scalar arguments column by column.

@@ -1,4 +1,4 @@
-//! `unit_cost(cost, units [, per])`: cost per unit of output (DESIGN §7).
+//! `unit_cost(cost, units [, per])`: cost per unit of output (docs/design.md §7).
 
 use arrow::datatypes::DataType;
 use datafusion::common::{Result, internal_err};
