@@ -40,13 +40,14 @@ use std::time::Instant;
 use axum::Router;
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use datafusion::prelude::SessionContext;
 use gpuledger_ingest::pipeline::{InputLimits, Limit};
 use gpuledger_lake::Lake;
 use gpuledger_query::user_query::{QueryLimits, QueryResult};
 use gpuledger_query::{QueryError, Scope, SessionOptions, new_session_with};
 use tokio::sync::Semaphore;
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -233,7 +234,19 @@ pub fn app(state: AppState) -> Router {
             count_requests,
         ))
         .layer(TraceLayer::new_for_http())
+        .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
+}
+
+/// A handler that panicked answers 500 problem+json (the panic logged, never shown) and the
+/// service goes on.
+fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into());
+    ApiError::Internal(format!("a handler panicked: {what}")).into_response()
 }
 
 /// Counts every request by route template (not by path, which would be unbounded) and status.
@@ -417,5 +430,44 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = interrupt => {},
         _ = terminate => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_problem_json() {
+        let router: Router = Router::new()
+            .route(
+                "/boom",
+                axum::routing::get(|| async {
+                    if true {
+                        panic!("secret internal detail");
+                    }
+                    "unreachable"
+                }),
+            )
+            .layer(CatchPanicLayer::custom(panic_response));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        for _ in 0..2 {
+            let response = reqwest::get(format!("http://{address}/boom"))
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 500);
+            assert_eq!(
+                response.headers()["content-type"],
+                "application/problem+json"
+            );
+            let body: serde_json::Value = response.json().await.unwrap();
+            assert_eq!(
+                body["detail"],
+                "the server could not complete the request; the error is in its log"
+            );
+            assert_eq!(body["sqlstate"], "XX000");
+        }
     }
 }
