@@ -150,12 +150,31 @@ pub async fn build_ledger(
 /// `ledger build` builds when no range is given. Sample data can span years with nothing in
 /// between, so these are the days with rows, not every day between the first and the last.
 pub async fn input_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, QueryError> {
+    let mut days = days_of_rows(
+        lake,
+        "SELECT DISTINCT date_trunc('day', ts) AS first, date_trunc('day', ts) AS last FROM gpu_samples
+         UNION SELECT DISTINCT date_trunc('day', ts), date_trunc('day', ts) FROM scheduler_events",
+    )
+    .await?;
+    days.extend(billing_days(lake).await?);
+    Ok(days)
+}
+
+/// The days billing lines cover.
+async fn billing_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, QueryError> {
+    days_of_rows(
+        lake,
+        "SELECT DISTINCT date_trunc('day', charge_period_start),
+                date_trunc('day', coalesce(charge_period_end, charge_period_start) - INTERVAL '1 microsecond')
+         FROM billing_lines",
+    )
+    .await
+}
+
+/// Every day from the first to the last of each row of `sql`, which answers (first, last day)
+/// timestamps; a NULL last is the first.
+async fn days_of_rows(lake: &Lake, sql: &str) -> Result<BTreeSet<NaiveDate>, QueryError> {
     let ctx = new_session(lake)?;
-    let sql = "SELECT DISTINCT date_trunc('day', ts) AS first, date_trunc('day', ts) AS last FROM gpu_samples
-               UNION SELECT DISTINCT date_trunc('day', ts), date_trunc('day', ts) FROM scheduler_events
-               UNION SELECT DISTINCT date_trunc('day', charge_period_start),
-                            date_trunc('day', coalesce(charge_period_end, charge_period_start) - INTERVAL '1 microsecond')
-                     FROM billing_lines";
     let mut days = BTreeSet::new();
     for batch in ctx.sql(sql).await?.collect().await? {
         let (first, last) = (
@@ -216,33 +235,6 @@ pub async fn days_changed_since(
         }
     }
     days.retain(|day| *day <= today);
-    Ok(days)
-}
-
-/// The days billing lines cover.
-async fn billing_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, QueryError> {
-    let ctx = new_session(lake)?;
-    let sql = "SELECT DISTINCT date_trunc('day', charge_period_start),
-                      date_trunc('day', coalesce(charge_period_end, charge_period_start) - INTERVAL '1 microsecond')
-               FROM billing_lines";
-    let mut days = BTreeSet::new();
-    for batch in ctx.sql(sql).await?.collect().await? {
-        let (first, last) = (
-            batch.column(0).as_primitive::<TimestampMicrosecondType>(),
-            batch.column(1).as_primitive::<TimestampMicrosecondType>(),
-        );
-        for row in 0..batch.num_rows() {
-            let last = if last.is_valid(row) {
-                last.value(row)
-            } else {
-                first.value(row)
-            };
-            days.extend(days_between(
-                date_of(first.value(row)),
-                date_of(last.max(first.value(row))),
-            ));
-        }
-    }
     Ok(days)
 }
 
