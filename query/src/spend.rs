@@ -139,9 +139,9 @@ pub async fn covered_until(
     at: i64,
 ) -> Result<i64, QueryError> {
     use gpuledger_lake::tables::Table;
-    const MICROS_PER_HOUR: i64 = 3_600_000_000;
+    use gpuledger_ledger::time::{MICROS_PER_DAY, MICROS_PER_HOUR};
     let (table, step) = match target {
-        BudgetTarget::Team(_) => (Table::CostEntries, 24 * MICROS_PER_HOUR),
+        BudgetTarget::Team(_) => (Table::CostEntries, MICROS_PER_DAY),
         BudgetTarget::Namespace(_) | BudgetTarget::CostCenter(_) => {
             (Table::GpuHours, MICROS_PER_HOUR)
         }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use gpuledger_lake::Lake;
 use gpuledger_query::ledger_build::{build_ledger, days_changed_since, declared};
 use serde::Serialize;
@@ -20,6 +20,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::{Permission, Principal};
+use super::budgets::rfc3339;
 use crate::error::{ApiError, Problem};
 
 /// The catalog lease a building replica holds.
@@ -164,12 +165,6 @@ pub fn spawn(state: AppState) {
 /// Seconds the newest build is behind the newest input; 0 when it is not behind.
 fn lag_seconds(newest_input: i64, built: i64) -> f64 {
     (newest_input - built).max(0) as f64 / 1e6
-}
-
-fn rfc3339(micros: i64) -> String {
-    DateTime::<Utc>::from_timestamp_micros(micros)
-        .unwrap_or_default()
-        .to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 /// How current the ledger is.
