@@ -52,6 +52,12 @@ fn count(ledger: &Ledger, table: &str) -> i64 {
         .unwrap()
 }
 
+/// The batches ingest committed: a serving ledger also commits its own builds (source `ledger`)
+/// whenever its interval comes round, which these tests do not count.
+fn ingest_batches(ledger: &Ledger) -> i64 {
+    count(ledger, "system.ingest_batches where source <> 'ledger'")
+}
+
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
     encoder.write_all(bytes).unwrap();
@@ -110,7 +116,7 @@ fn a_body_sent_again_without_a_key_lands_once() {
         drop(server);
         assert_eq!(count(&ledger, "scheduler_events"), 2, "[{backend}]");
         assert_eq!(count(&ledger, "gpu_samples"), 4, "[{backend}]");
-        assert_eq!(count(&ledger, "system.ingest_batches"), 5, "[{backend}]");
+        assert_eq!(ingest_batches(&ledger), 5, "[{backend}]");
     }
 }
 
@@ -235,7 +241,7 @@ fn gzip_bombs_and_endless_lines_are_refused_with_413() {
     let health = server.http.get(server.url("/healthz")).send().unwrap();
     assert_eq!(health.status().as_u16(), 200);
     drop(server);
-    assert_eq!(count(&ledger, "system.ingest_batches"), 1);
+    assert_eq!(ingest_batches(&ledger), 1);
 }
 
 #[test]
@@ -272,7 +278,7 @@ fn the_cli_bounds_lines_and_decompressed_size_too() {
         "{}",
         describe(&out)
     );
-    assert_eq!(count(&ledger, "system.ingest_batches"), 0);
+    assert_eq!(ingest_batches(&ledger), 0);
 }
 
 #[test]
@@ -327,7 +333,7 @@ fn a_flood_of_bad_lines_is_counted_not_stored_and_stalls_nobody() {
     drop(server);
     assert_eq!(count(&ledger, "quarantine"), 1000);
     assert_eq!(
-        ledger.scalar("select records_rejected from system.ingest_batches"),
+        ledger.scalar("select records_rejected from system.ingest_batches where source = 'dcgm'"),
         200_000
     );
 }
