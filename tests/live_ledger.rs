@@ -171,3 +171,75 @@ fn serve_builds_the_ledger_from_what_lands() {
         });
     }
 }
+
+/// The scheduled weekly export of last week, with telemetry-free inputs that land over HTTP
+/// after the last ledger round and before the export fires: the export waits for the ledger to
+/// take them in, so the report carries the hand-worked figures, not the stale ledger's.
+#[test]
+fn the_weekly_export_waits_for_a_current_ledger() {
+    let ledger = ledgers().remove(0);
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("objects.yaml");
+    std::fs::write(
+        &objects,
+        "kind: node\nspec: {cluster: live, node: l4-1, gpu_count: 1, gpu_model: NVIDIA L4, capacity_type: on_demand}\n\
+         ---\nkind: rate_card\nspec: {gpu_model: NVIDIA L4, capacity_type: on_demand, price_per_gpu_hour: 1.20}\n",
+    )
+    .unwrap();
+    let out = ledger.run(&["apply", objects.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", crate::support::describe(&out));
+
+    // One firing, 15 s from now (the cron year field keeps it from having fired before): it
+    // exports the ISO week before the firing's.
+    let fires = chrono::Utc::now() + chrono::TimeDelta::seconds(15);
+    let schedule = fires.format("%S %M %H %d %m * %Y").to_string();
+    let monday = fires.date_naive().week(chrono::Weekday::Mon).first_day() - chrono::Days::new(7);
+    let week = monday.format("%G-W%V").to_string();
+    let admin = ledger.token("admin", None);
+    // The only round before the firing runs at start, on an empty lake.
+    let server = ledger.serve(&["--ledger-interval", "1h", "--report-schedule", &schedule]);
+    // nlp holds the GPU 00:00–10:00 on last week's Monday: 10 GPU-hours × 1.20 = 12.00.
+    let day = monday.format("%Y-%m-%d").to_string();
+    post_events(
+        &server,
+        &admin,
+        (event(
+            "00:00:00",
+            "start",
+            "nlp",
+            "\"gpus\":1,\"gpu_indices\":[0],",
+        ) + &event("10:00:00", "stop", "nlp", "\"reason\":\"finished\","))
+            .replace("2026-11-02", &day),
+    );
+    assert!(
+        chrono::Utc::now() < fires,
+        "serve took over 15 s to start: the export fired before the events landed"
+    );
+    let run = eventually("the export of last week", || {
+        let (_, runs) = server.get(&admin, "/v1/reports/runs");
+        let run = runs
+            .as_array()?
+            .iter()
+            .find(|r| r["week"] == week.as_str())?;
+        (run["status"] == "succeeded").then(|| run.clone())
+    });
+    assert_eq!(run["attempts"], 1, "{run}");
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(
+            ledger
+                .data_dir()
+                .join(format!("reports/weekly/{week}/report.json")),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            &report["utilization"]["allocated_gpu_hours"],
+            &report["utilization"]["gpu_cost"]
+        ),
+        (&json!(10.0), &json!(12.0)),
+        "{}",
+        report["utilization"]
+    );
+}

@@ -76,12 +76,21 @@ pub struct Attempt {
     pub outcome: Result<Vec<String>, String>,
 }
 
+/// What must hold before a week is exported. `serve` waits for its live ledger to take in every
+/// input committed so far, so that a report never shows a ledger older than its inputs; a
+/// failure fails the attempt, which is retried with backoff.
+#[async_trait::async_trait]
+pub trait LedgerReady: Send + Sync {
+    async fn ready(&self) -> std::result::Result<(), String>;
+}
+
 pub struct Scheduler<C: Clock> {
     lake: Lake,
     schedule: cron::Schedule,
     clock: C,
     /// This replica, in the catalog's claims.
     owner: String,
+    ledger: Option<Box<dyn LedgerReady>>,
 }
 
 pub fn parse_schedule(expression: &str) -> Result<cron::Schedule> {
@@ -100,7 +109,14 @@ impl<C: Clock> Scheduler<C> {
             schedule,
             clock,
             owner: uuid::Uuid::new_v4().to_string(),
+            ledger: None,
         }
+    }
+
+    /// Waits for `ledger` before every export.
+    pub fn after_ledger(mut self, ledger: impl LedgerReady + 'static) -> Self {
+        self.ledger = Some(Box::new(ledger));
+        self
     }
 
     /// The week the latest firing at or before `now` exports: the one before the firing's week.
@@ -171,9 +187,18 @@ impl<C: Clock> Scheduler<C> {
         if !claimed {
             return Ok(None);
         }
-        let outcome = export_week(&self.lake, week)
-            .await
-            .map_err(|e| e.to_string());
+        let outcome = async {
+            if let Some(ledger) = &self.ledger {
+                ledger
+                    .ready()
+                    .await
+                    .map_err(|error| format!("the ledger is not current: {error}"))?;
+            }
+            export_week(&self.lake, week)
+                .await
+                .map_err(|e| e.to_string())
+        }
+        .await;
         let finished = self.clock.now();
         match &outcome {
             Ok(keys) => {

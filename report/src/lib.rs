@@ -15,7 +15,7 @@ pub mod week;
 
 pub use compute::weekly_report;
 pub use error::ReportError;
-pub use export::{Clock, Scheduler, SystemClock, export_week};
+pub use export::{Clock, LedgerReady, Scheduler, SystemClock, export_week};
 pub use model::{TeamLimit, TenantLimits, WeeklyReport};
 pub use render::Format;
 pub use week::IsoWeek;

@@ -41,7 +41,7 @@ pub fn spawn(state: AppState, interval: Duration) {
 
 /// One round over every budget, on a ledger brought up to date first.
 async fn evaluate(state: &AppState, client: &reqwest::Client) -> Result<(), ApiError> {
-    state.ledger.catch_up_if_live(&state.lake).await?;
+    state.ledger.current(&state.lake).await?;
     let ctx = state.unscoped_session()?;
     let now = Utc::now();
     let catalog = state.lake.catalog();

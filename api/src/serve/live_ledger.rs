@@ -6,7 +6,8 @@
 //! catalog: a round runs only under the catalog's `ledger` lease, renewed after each day.
 //!
 //! `GET /v1/ledger/status` and `/metrics` (`gpuledger_ledger_lag_seconds`) say how far the
-//! ledger is behind its newest input; the budget evaluator runs a round before it reads spend.
+//! ledger is behind its newest input; the budget evaluator and the weekly export wait for a
+//! current ledger ([`LiveLedger::current`]) before they read it.
 
 use std::time::Duration;
 
@@ -27,6 +28,8 @@ use crate::error::{ApiError, Problem};
 const LEASE: &str = "ledger";
 /// How long a lease lasts unless renewed: a replica that died mid-build frees it after this.
 const LEASE_TIME: Duration = Duration::from_secs(600);
+/// How often a replica waiting for another's round asks for the lease again.
+const LEASE_POLL: Duration = Duration::from_secs(1);
 /// Inputs committed this long before a round started are looked at again by the next one, so
 /// that a commit stamped by a replica whose clock runs a little behind is not missed (days with
 /// nothing new cost a catalog lookup, not a rebuild).
@@ -88,10 +91,24 @@ impl LiveLedger {
         outcome
     }
 
-    /// [`LiveLedger::catch_up`], unless `serve` does not build the ledger.
-    pub async fn catch_up_if_live(&self, lake: &Lake) -> Result<(), ApiError> {
-        if !self.interval.is_zero() {
-            self.catch_up(lake).await?;
+    /// Returns once the ledger holds every input committed before the call: this replica's own
+    /// round, or, while another replica holds the lease, the round it gets after that one's.
+    /// Budget evaluation and the weekly export call it first, so that neither reports a ledger
+    /// older than its inputs. Immediate when `serve` does not build the ledger
+    /// (`--ledger-interval 0s` leaves it to `gpuledger ledger build`).
+    pub async fn current(&self, lake: &Lake) -> Result<(), ApiError> {
+        if self.interval.is_zero() {
+            return Ok(());
+        }
+        let waited_since = tokio::time::Instant::now();
+        while self.catch_up(lake).await?.is_none() {
+            if waited_since.elapsed() > LEASE_TIME {
+                return Err(ApiError::Internal(format!(
+                    "another replica has held the ledger lease for over {} s",
+                    LEASE_TIME.as_secs()
+                )));
+            }
+            tokio::time::sleep(LEASE_POLL).await;
         }
         Ok(())
     }
@@ -132,6 +149,20 @@ impl LiveLedger {
         .await;
         catalog.release_lease(LEASE, &self.owner).await?;
         built.map(Some)
+    }
+}
+
+/// The weekly export's wait for a current ledger.
+pub struct Current(pub AppState);
+
+#[async_trait::async_trait]
+impl gpuledger_report::LedgerReady for Current {
+    async fn ready(&self) -> Result<(), String> {
+        self.0
+            .ledger
+            .current(&self.0.lake)
+            .await
+            .map_err(|error| error.to_string())
     }
 }
 

@@ -285,9 +285,11 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
     let shutting_down = Arc::clone(&state.shutting_down);
     let (stop_exports, exports_stopped) = tokio::sync::oneshot::channel::<()>();
     let metrics = state.metrics.clone();
+    let ledger_state = state.clone();
     let exports = schedule.map(|schedule| {
         tokio::spawn(async move {
             gpuledger_report::Scheduler::new(lake, schedule, gpuledger_report::SystemClock)
+                .after_ledger(live_ledger::Current(ledger_state))
                 .run(
                     |attempt| {
                         let outcome = if attempt.outcome.is_ok() {
