@@ -2,7 +2,7 @@
 // (#/page?query): every view has an address that can be shared, bookmarked and reloaded.
 
 import { h, notice } from './lib/dom.js';
-import { session, me } from './lib/api.js';
+import { session, me, ledgerStatus } from './lib/api.js';
 import { periodOf, picker } from './lib/period.js';
 import overview from './pages/overview.js';
 import idle from './pages/idle.js';
@@ -79,6 +79,26 @@ function showWho() {
   document.getElementById('nav').hidden = false;
 }
 
+/** "Ledger as of <UTC minute>" in the header, and how far it is behind when it is. */
+async function showLedgerAsOf() {
+  const shown = document.getElementById('ledger-as-of');
+  try {
+    const status = await ledgerStatus();
+    if (!status.last_build_at) {
+      shown.textContent = 'Ledger not built yet';
+      return;
+    }
+    const at = `${status.last_build_at.slice(0, 10)} ${status.last_build_at.slice(11, 16)} UTC`;
+    // A live ledger is up to one interval behind by design; say so only past two.
+    const behind = status.lag_seconds > Math.max(2 * status.interval_seconds, 120)
+      ? ` · ${Math.round(status.lag_seconds / 60)} min behind its inputs` : '';
+    shown.textContent = `Ledger as of ${at}${behind}`;
+    shown.title = `Built through ${status.built_through}; newest input ${status.newest_input_at || 'none'}`;
+  } catch {
+    shown.textContent = '';
+  }
+}
+
 async function route() {
   if (!session.token()) return signInForm();
   if (!who) {
@@ -89,6 +109,7 @@ async function route() {
     }
   }
   showWho();
+  showLedgerAsOf();
   const { page, params } = parseHash();
   const [title, render, periodic] = PAGES[page];
   for (const link of document.querySelectorAll('#nav a')) {

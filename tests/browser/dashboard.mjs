@@ -77,10 +77,13 @@ try {
   await page.getByLabel('API token').fill('glt_0000_wrong');
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByText('That token is not valid').waitFor();
+  assert.ok(await page.locator('#sign-out').isHidden(), 'the sign-in page offers no Sign out');
   problems.length = 0; // the 401 of the wrong token is this step's point
   await signIn(page, admin);
   assert.equal(await page.locator('#who-text').textContent(), 'admin token · all teams');
-  ok('signs in with an admin token (and refuses a wrong one)');
+  // The worked example's ledger was built just before serve started: minutes ago at most.
+  await page.getByText(/^Ledger as of \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$/).waitFor();
+  ok('signs in with an admin token (and refuses a wrong one); the header says when the ledger was built');
 
   // Overview: the totals are the API's, for the query the page links to.
   await open(page, `overview?${PERIOD}`);

@@ -58,3 +58,6 @@ export const sqlCsv = (query) =>
 
 /** Who the token is: {scope, team}. */
 export const me = (token) => api('/v1/me', { token });
+
+/** How current the ledger is: {built_through, last_build_at, lag_seconds, interval_seconds, …}. */
+export const ledgerStatus = () => api('/v1/ledger/status');
