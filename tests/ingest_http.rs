@@ -3,15 +3,13 @@
 //! Prometheus remote-write, and scrape targets served from inside the test.
 
 use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use reqwest::blocking::Body;
 use serde_json::{Value, json};
 
-use crate::support::{Server, ledgers, shared};
+use crate::support::{Server, exporter, ledgers, protobuf, shared};
 
 /// One GPU's scrape, without timestamps: two wide fields and one the wide table does not know.
 const SCRAPE: &str = "\
@@ -444,44 +442,6 @@ fn a_large_body_streams_through_in_bounded_memory() {
     assert_eq!(rows, [json!({"n": scrapes * 8})]);
 }
 
-/// Protocol buffers by hand (varints and length-delimited fields), so that the test does not
-/// share the server's message definitions.
-mod protobuf {
-    pub fn varint(out: &mut Vec<u8>, mut value: u64) {
-        while value >= 0x80 {
-            out.push((value as u8) | 0x80);
-            value >>= 7;
-        }
-        out.push(value as u8);
-    }
-
-    pub fn bytes(out: &mut Vec<u8>, field: u64, content: &[u8]) {
-        varint(out, field << 3 | 2);
-        varint(out, content.len() as u64);
-        out.extend_from_slice(content);
-    }
-
-    /// prometheus.TimeSeries: labels (field 1) and samples (field 2: value double 1, timestamp int64 2).
-    pub fn time_series(labels: &[(&str, &str)], samples: &[(f64, i64)]) -> Vec<u8> {
-        let mut series = Vec::new();
-        for (name, value) in labels {
-            let mut label = Vec::new();
-            bytes(&mut label, 1, name.as_bytes());
-            bytes(&mut label, 2, value.as_bytes());
-            bytes(&mut series, 1, &label);
-        }
-        for (value, timestamp) in samples {
-            let mut sample = Vec::new();
-            varint(&mut sample, 1 << 3 | 1);
-            sample.extend_from_slice(&value.to_le_bytes());
-            varint(&mut sample, 2 << 3);
-            varint(&mut sample, *timestamp as u64);
-            bytes(&mut series, 2, &sample);
-        }
-        series
-    }
-}
-
 #[test]
 fn remote_write_lands_dcgm_samples_that_sql_then_reads() {
     for ledger in ledgers() {
@@ -571,34 +531,6 @@ fn remote_write_lands_dcgm_samples_that_sql_then_reads() {
 }
 
 /// A dcgm-exporter stand-in on 127.0.0.1: answers every request with `SCRAPE` and counts them.
-fn exporter() -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&hits);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut request = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                match stream.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => request.extend_from_slice(&buf[..n]),
-                }
-            }
-            counter.fetch_add(1, Ordering::SeqCst);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\
-                 Connection: close\r\n\r\n{SCRAPE}",
-                SCRAPE.len()
-            );
-        }
-    });
-    (url, hits)
-}
-
 /// Polls `query`'s single `n` until `done` holds, for at most 30 s.
 fn wait_for(server: &Server, token: &str, query: &str, done: impl Fn(i64) -> bool) -> i64 {
     let started = Instant::now();
@@ -617,7 +549,7 @@ fn scrape_targets_are_scraped_on_their_interval_until_deleted() {
         let admin = ledger.token("admin", None);
         let server = ledger.serve(&[]);
         let backend = ledger.backend;
-        let (url, hits) = exporter();
+        let (url, hits) = exporter(SCRAPE);
 
         let create = |name: &str, url: &str| {
             let response = server

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Server, ledgers};
+use crate::support::{Server, exporter, ledgers, protobuf};
 
 fn post_events(server: &Server, token: &str, body: String) {
     let response = server
@@ -241,5 +241,180 @@ fn the_weekly_export_waits_for_a_current_ledger() {
         (&json!(10.0), &json!(12.0)),
         "{}",
         report["utilization"]
+    );
+}
+
+/// Every input of one day over HTTP into a running `serve`: an hourly bill, scheduler events,
+/// remote-write pushes and a scrape target. Worked by hand, for one L4 (node l4-1) billed 24.00
+/// for 2026-11-02, so 1.00 per GPU-hour:
+/// - nlp holds the GPU 00:00–10:00 (events); SM activity is 0.9 until 06:00 and 0.01 after
+///   (remote-write until 12:00, the scrape target from 12:00).
+/// - busy 00–06: 6 h, 6.00; allocated idle 06–10: 4 h, 4.00 (nlp's); unexplained 10–24: 14 h,
+///   14.00; no faults. nlp's cost is 10.00, over its budget of 8; the day accounts for 24.00.
+#[test]
+fn every_input_over_http_reaches_the_ledger_without_a_build() {
+    let ledger = ledgers().remove(0);
+    let admin = ledger.token("admin", None);
+    let server = ledger.serve(&["--ledger-interval", "1s", "--budget-interval", "1s"]);
+    let (status, body) = server.send(
+        "POST",
+        &admin,
+        "/v1/objects/node",
+        &json!({"spec": {"cluster": "live", "node": "l4-1", "resource_id": "i-l4", "gpu_count": 1,
+                         "gpu_model": "NVIDIA L4", "capacity_type": "on_demand"}}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = server.send(
+        "POST",
+        &admin,
+        "/v1/budgets",
+        &json!({"name": "nlp-cap", "spec": {"team": "nlp", "amount": 8}}),
+    );
+    assert_eq!(status, 201, "{body}");
+
+    // Telemetry: one sample a minute, SM activity and temperature.
+    let midnight_ms: i64 = 1_793_577_600_000; // 2026-11-02T00:00:00Z
+    let sm_active = |minute: i64| if minute < 6 * 60 { 0.9 } else { 0.01 };
+    let gpu = |name| {
+        vec![
+            ("__name__", name),
+            ("Hostname", "l4-1"),
+            ("UUID", "GPU-l4"),
+            ("gpu", "0"),
+            ("modelName", "NVIDIA L4"),
+        ]
+    };
+    // Remote-write, one push per hour of the morning.
+    for hour in 0..12 {
+        let minutes: Vec<i64> = (hour * 60..(hour + 1) * 60).collect();
+        let at = |m: &i64| midnight_ms + m * 60_000;
+        let mut request = Vec::new();
+        for series in [
+            protobuf::time_series(
+                &gpu("DCGM_FI_PROF_SM_ACTIVE"),
+                &minutes
+                    .iter()
+                    .map(|m| (sm_active(*m), at(m)))
+                    .collect::<Vec<_>>(),
+            ),
+            protobuf::time_series(
+                &gpu("DCGM_FI_DEV_GPU_TEMP"),
+                &minutes.iter().map(|m| (40.0, at(m))).collect::<Vec<_>>(),
+            ),
+        ] {
+            protobuf::bytes(&mut request, 1, &series);
+        }
+        let response = server
+            .http
+            .post(server.url("/v1/prom/write?cluster=live"))
+            .bearer_auth(&admin)
+            .header("Content-Encoding", "snappy")
+            .header("Content-Type", "application/x-protobuf")
+            .header("X-Prometheus-Remote-Write-Version", "0.1.0")
+            .body(snap::raw::Encoder::new().compress_vec(&request).unwrap())
+            .send()
+            .unwrap();
+        assert_eq!(
+            response.status().as_u16(),
+            202,
+            "{}",
+            response.text().unwrap()
+        );
+    }
+    // The afternoon from a scrape target whose exposition carries its samples' times.
+    let labels = "gpu=\"0\",UUID=\"GPU-l4\",Hostname=\"l4-1\",modelName=\"NVIDIA L4\"";
+    let afternoon: String = (12 * 60..24 * 60)
+        .map(|m: i64| {
+            let ms = midnight_ms + m * 60_000;
+            format!("DCGM_FI_PROF_SM_ACTIVE{{{labels}}} 0.01 {ms}\nDCGM_FI_DEV_GPU_TEMP{{{labels}}} 38 {ms}\n")
+        })
+        .collect();
+    let (url, scrapes) = exporter(&afternoon);
+    let (status, body) = server.send(
+        "POST",
+        &admin,
+        "/v1/objects/scrape_target",
+        &json!({"name": "l4-1", "spec": {"url": url, "interval": "1s", "cluster": "live"}}),
+    );
+    assert_eq!(status, 201, "{body}");
+    post_events(
+        &server,
+        &admin,
+        event(
+            "00:00:00",
+            "start",
+            "nlp",
+            "\"gpus\":1,\"gpu_indices\":[0],",
+        ) + &event("10:00:00", "stop", "nlp", "\"reason\":\"finished\","),
+    );
+    let bill = "BillingAccountId,BillingAccountName,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,\
+        ChargePeriodStart,ChargePeriodEnd,ChargeCategory,ChargeClass,ChargeDescription,BilledCost,EffectiveCost,\
+        ListCost,ContractedCost,PricingQuantity,PricingUnit,ProviderName,PublisherName,InvoiceIssuerName,\
+        ServiceCategory,ServiceName,ResourceId,Tags\n\
+        live,Live,USD,2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,2026-11-02T00:00:00Z,2026-11-03T00:00:00Z,\
+        Usage,,g6 instance l4-1,24.00,24.00,24.00,24.00,24,Hours,AWS,AWS,AWS,Compute,Amazon EC2,\
+        arn:aws:ec2:us-east-1:123456789012:instance/i-l4,\n";
+    let response = server
+        .http
+        .post(server.url("/v1/ingest/focus"))
+        .bearer_auth(&admin)
+        .body(bill)
+        .send()
+        .unwrap();
+    assert_eq!(
+        response.status().as_u16(),
+        202,
+        "{}",
+        response.text().unwrap()
+    );
+
+    let classes = |server: &Server| {
+        server.rows(
+            &admin,
+            "select class, cast(gpu_hours as double) as hours, cast(cost as double) as cost \
+                 from idle_summary('2026-11-02', '2026-11-03') order by class",
+        )
+    };
+    let expected = vec![
+        json!({"class": "allocated_idle", "hours": 4.0, "cost": 4.0}),
+        json!({"class": "busy", "hours": 6.0, "cost": 6.0}),
+        json!({"class": "fault", "hours": 0.0, "cost": 0.0}),
+        json!({"class": "unexplained", "hours": 14.0, "cost": 14.0}),
+    ];
+    let seen = eventually("the day's classes", || {
+        let seen = classes(&server);
+        (seen == expected).then_some(seen)
+    });
+    assert_eq!(seen, expected);
+    assert!(scrapes.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    assert_eq!(team_totals(&server, &admin), [("nlp".to_string(), 10.0)]);
+    let status = eventually("the budget over", || {
+        let (_, body) = server.get(&admin, "/v1/budgets/nlp-cap/status?at=2026-11-03T00:00:00Z");
+        (body["state"] == "over").then_some(body)
+    });
+    assert_eq!(status["spend_to_date"], 10.0, "{status}");
+    let (_, balance) = server.get(&admin, "/v1/ledger/balance?from=2026-11-02&to=2026-11-03");
+    assert_eq!(
+        (&balance["accounted"], &balance["balanced"]),
+        (&json!(24.0), &json!(true)),
+        "{balance}"
+    );
+    // The scrape target goes on answering the same samples: they land once, and the ledger
+    // catches up to its newest input (lag 0).
+    eventually("the lag metric at 0", || {
+        let metrics = server
+            .http
+            .get(server.url("/metrics"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        metrics
+            .contains("gpuledger_ledger_lag_seconds 0.0")
+            .then_some(())
+    });
+    assert_eq!(
+        server.rows(&admin, "select count(*) as n from gpu_samples"),
+        [json!({"n": 24 * 60})]
     );
 }

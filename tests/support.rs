@@ -1,7 +1,11 @@
 //! Runs the binary against a throwaway lake, and reads query results back as JSON.
 
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 
@@ -148,9 +152,16 @@ pub struct Server {
 
 impl Ledger {
     /// Starts `gpuledger serve --listen 127.0.0.1:0 --pg-listen 127.0.0.1:0 <extra>` and waits
-    /// until it answers.
+    /// until it answers. The live ledger is off unless `extra` sets `--ledger-interval`: a round
+    /// firing at a moment of its own would land a batch and take memory in the middle of what a
+    /// test counts (the live ledger's own tests set the interval).
     pub fn serve(&self, extra: &[&str]) -> Server {
         use std::io::BufRead;
+        let live = if extra.contains(&"--ledger-interval") {
+            &[][..]
+        } else {
+            &["--ledger-interval", "0s"][..]
+        };
         let mut child = self
             .command()
             .args([
@@ -160,6 +171,7 @@ impl Ledger {
                 "--pg-listen",
                 "127.0.0.1:0",
             ])
+            .args(live)
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -269,5 +281,74 @@ impl Server {
             .unwrap();
         let status = response.status().as_u16();
         (status, response.json().unwrap_or(Value::Null))
+    }
+}
+
+/// A metrics endpoint on a free local port that answers every scrape with `body`: its URL, and
+/// how many scrapes it answered.
+pub fn exporter(body: &str) -> (String, Arc<AtomicUsize>) {
+    let body = body.to_string();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            counter.fetch_add(1, Ordering::SeqCst);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (url, hits)
+}
+
+/// Protocol buffers by hand (varints and length-delimited fields), so that the test does not
+/// share the server's message definitions.
+pub mod protobuf {
+    pub fn varint(out: &mut Vec<u8>, mut value: u64) {
+        while value >= 0x80 {
+            out.push((value as u8) | 0x80);
+            value >>= 7;
+        }
+        out.push(value as u8);
+    }
+
+    pub fn bytes(out: &mut Vec<u8>, field: u64, content: &[u8]) {
+        varint(out, field << 3 | 2);
+        varint(out, content.len() as u64);
+        out.extend_from_slice(content);
+    }
+
+    /// prometheus.TimeSeries: labels (field 1) and samples (field 2: value double 1, timestamp int64 2).
+    pub fn time_series(labels: &[(&str, &str)], samples: &[(f64, i64)]) -> Vec<u8> {
+        let mut series = Vec::new();
+        for (name, value) in labels {
+            let mut label = Vec::new();
+            bytes(&mut label, 1, name.as_bytes());
+            bytes(&mut label, 2, value.as_bytes());
+            bytes(&mut series, 1, &label);
+        }
+        for (value, timestamp) in samples {
+            let mut sample = Vec::new();
+            varint(&mut sample, 1 << 3 | 1);
+            sample.extend_from_slice(&value.to_le_bytes());
+            varint(&mut sample, 2 << 3);
+            varint(&mut sample, *timestamp as u64);
+            bytes(&mut series, 2, &sample);
+        }
+        series
     }
 }
