@@ -278,3 +278,65 @@ fn late_gateway_requests_resplit_usage_pools() {
         );
     }
 }
+
+/// `ledger build` with no range builds the days with rows: telemetry on two days half a year
+/// apart, events on a third, and a two-day charge (2026-11-04 00:00 → 2026-11-06 00:00) — five
+/// days, not the 212 between the first and the last. Built again with nothing new, it builds
+/// nothing.
+#[test]
+fn a_build_without_a_range_builds_the_days_with_rows_and_then_nothing() {
+    let ledger = ledgers().remove(0);
+    let dir = tempfile::tempdir().unwrap();
+    let dcgm = dir.path().join("samples.prom");
+    // 2026-11-02T10:00:00Z and 2027-06-01T10:00:00Z, in milliseconds.
+    std::fs::write(
+        &dcgm,
+        "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-a\",Hostname=\"n1\"} 0.5 1793613600000\n\
+         DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-a\",Hostname=\"n1\"} 0.5 1811844000000\n",
+    )
+    .unwrap();
+    ledger.ingest_ok("dcgm", &dcgm, &["--cluster", "c"]);
+    let events = dir.path().join("events.jsonl");
+    std::fs::write(
+        &events,
+        "{\"ts\":\"2026-11-03T01:00:00Z\",\"event\":\"start\",\"cluster\":\"c\",\"node\":\"n1\",\"namespace\":\"ml\",\
+         \"workload\":\"w\",\"pod\":\"w-0\",\"gpus\":1,\"gpu_indices\":[0]}\n",
+    )
+    .unwrap();
+    ledger.ingest_ok("events", &events, &["--tz", "UTC"]);
+    let bill = dir.path().join("bill.csv");
+    std::fs::write(
+        &bill,
+        "BillingAccountId,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,ChargePeriodEnd,\
+         ChargeCategory,BilledCost,EffectiveCost,ServiceCategory,ResourceId\n\
+         a,USD,2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,2026-11-04T00:00:00Z,2026-11-06T00:00:00Z,Usage,4.00,4.00,Storage,bucket\n",
+    )
+    .unwrap();
+    ledger.ingest_ok("focus", &bill, &[]);
+
+    let out = ledger.run(&["ledger", "build"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let built: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| Some(line.split_once(": ")?.0.to_string()))
+        .collect();
+    assert_eq!(
+        built,
+        [
+            "2026-11-02",
+            "2026-11-03",
+            "2026-11-04",
+            "2026-11-05",
+            "2027-06-01"
+        ],
+        "{}",
+        describe(&out)
+    );
+    let again = ledger.run(&["ledger", "build"]);
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout).trim(),
+        "ledger is up to date for 2026-11-02 … 2027-06-01",
+        "{}",
+        describe(&again)
+    );
+}

@@ -5,6 +5,8 @@
 //! `cargo bench -p gpuledger-query --bench ledger_build` reports:
 //! - the time to build the ledger for the week from scratch (`ledger build`);
 //! - the time of `team_costs` over the built week (median of 5);
+//! - the time of `ledger build` with no range when nothing is new (the days from the catalog,
+//!   every day found current);
 //! - the time to bring the ledger up to date after one late hour of telemetry for one node.
 //!
 //! Setup (`support/fleet.rs`, shared with the weekly report's benchmark) is not timed.
@@ -17,7 +19,7 @@ use std::time::Instant;
 use fleet::{TEAMS, telemetry, write};
 use gpuledger_lake::tables::Table;
 use gpuledger_ledger::time::{MICROS_PER_DAY, MICROS_PER_HOUR, Span};
-use gpuledger_query::ledger_build::{build_ledger, days_between};
+use gpuledger_query::ledger_build::{build_ledger, days_between, input_days};
 
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -67,6 +69,22 @@ fn main() {
     println!(
         "ledger_build/team_costs_week: median {:.1} ms (min {:.1}, max {:.1})",
         times[2], times[0], times[4]
+    );
+
+    // `ledger build` with no range and nothing new: the days it looks at, and none rebuilt.
+    let started = Instant::now();
+    let (days, rebuilt) = runtime.block_on(async {
+        let days = input_days(lake).await.unwrap();
+        let rebuilt = build_ledger(lake, declared, days.iter().copied())
+            .await
+            .unwrap();
+        (days, rebuilt)
+    });
+    assert!(rebuilt.is_empty(), "{} days rebuilt", rebuilt.len());
+    println!(
+        "ledger_build/nothing_new: {} days found current in {:.3} s",
+        days.len(),
+        started.elapsed().as_secs_f64()
     );
 
     // One late hour of telemetry for one node on day 3: only that hour (and the next, where its

@@ -149,32 +149,32 @@ pub async fn build_ledger(
 /// The days that have telemetry or scheduler events, and the days billing lines cover: what
 /// `ledger build` builds when no range is given. Sample data can span years with nothing in
 /// between, so these are the days with rows, not every day between the first and the last.
+/// Telemetry and event files are partitioned by the UTC day of their rows, so the catalog
+/// names those days without a scan (a build with nothing new reads no telemetry at all).
 pub async fn input_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, QueryError> {
-    let mut days = days_of_rows(
-        lake,
-        "SELECT DISTINCT date_trunc('day', ts) AS first, date_trunc('day', ts) AS last FROM gpu_samples
-         UNION SELECT DISTINCT date_trunc('day', ts), date_trunc('day', ts) FROM scheduler_events",
-    )
-    .await?;
+    let mut days = BTreeSet::new();
+    for table in [Table::GpuSamples, Table::SchedulerEvents] {
+        for file in lake.catalog().active_files(table, None, None).await? {
+            let day = file.partition_date.parse::<NaiveDate>().map_err(|_| {
+                QueryError::Ledger(format!(
+                    "{}: partition date {:?} is not YYYY-MM-DD",
+                    file.path, file.partition_date
+                ))
+            })?;
+            days.insert(day);
+        }
+    }
     days.extend(billing_days(lake).await?);
     Ok(days)
 }
 
-/// The days billing lines cover.
+/// The days billing lines cover, from each line's start to the day its end falls in (charge
+/// periods can span days, which the catalog's per-file start times do not say).
 async fn billing_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, QueryError> {
-    days_of_rows(
-        lake,
-        "SELECT DISTINCT date_trunc('day', charge_period_start),
-                date_trunc('day', coalesce(charge_period_end, charge_period_start) - INTERVAL '1 microsecond')
-         FROM billing_lines",
-    )
-    .await
-}
-
-/// Every day from the first to the last of each row of `sql`, which answers (first, last day)
-/// timestamps; a NULL last is the first.
-async fn days_of_rows(lake: &Lake, sql: &str) -> Result<BTreeSet<NaiveDate>, QueryError> {
     let ctx = new_session(lake)?;
+    let sql = "SELECT DISTINCT date_trunc('day', charge_period_start),
+                      date_trunc('day', coalesce(charge_period_end, charge_period_start) - INTERVAL '1 microsecond')
+               FROM billing_lines";
     let mut days = BTreeSet::new();
     for batch in ctx.sql(sql).await?.collect().await? {
         let (first, last) = (
