@@ -15,7 +15,6 @@ use arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch};
 use arrow::datatypes::{DataType, Float64Type, TimeUnit, TimestampMicrosecondType};
 use datafusion::catalog::TableFunctionArgs;
 use datafusion::common::{JoinType, ScalarValue};
-use datafusion::functions::expr_fn::date_trunc;
 use datafusion::functions_aggregate::expr_fn::{max, sum};
 use datafusion::logical_expr::{Expr, cast, col, lit};
 use datafusion::prelude::{DataFrame, SessionContext, coalesce};
@@ -23,6 +22,7 @@ use gpuledger_ledger::budget::BudgetTarget;
 
 use crate::QueryError;
 use crate::table_functions::no_money;
+use crate::udf::date_trunc_utc::date_trunc;
 
 /// A UTC instant in microseconds as a literal of the ledger's timestamp type.
 fn instant(micros: i64) -> Expr {

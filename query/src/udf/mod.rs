@@ -3,6 +3,7 @@
 //! it to analysts in SQL. The math lives in `gpuledger-ledger`; these modules only adapt it to
 //! Arrow columns.
 //!
+//! - `date_trunc_utc.rs`: DataFusion's `date_trunc`, without a per-row zone conversion in UTC;
 //! - `time_weighted_avg.rs`: aggregate, time-weighted average of a sampled gauge;
 //! - `interval_overlap_seconds.rs`: seconds two time intervals share;
 //! - `idle_class.rs`: the docs/design.md §5 idle class of a stretch of GPU time;
@@ -13,6 +14,7 @@
 mod args;
 
 pub mod amortize_share;
+pub mod date_trunc_utc;
 pub mod idle_class;
 pub mod interval_overlap_seconds;
 pub mod time_weighted_avg;
@@ -27,13 +29,15 @@ use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 use datafusion::prelude::SessionContext;
 
 use amortize_share::AmortizeShare;
+use date_trunc_utc::DateTruncUtc;
 use idle_class::IdleClassFunc;
 use interval_overlap_seconds::IntervalOverlapSeconds;
 use time_weighted_avg::TimeWeightedAvg;
 use unit_cost::UnitCost;
 
-/// Registers every ledger function with `ctx`.
+/// Registers every ledger function with `ctx`, and `date_trunc` over DataFusion's own.
 pub fn register_all(ctx: &SessionContext) {
+    ctx.register_udf(ScalarUDF::new_from_impl(DateTruncUtc::default()));
     ctx.register_udaf(AggregateUDF::new_from_impl(TimeWeightedAvg::default()));
     ctx.register_udf(ScalarUDF::new_from_impl(IntervalOverlapSeconds::default()));
     ctx.register_udf(ScalarUDF::new_from_impl(IdleClassFunc::default()));
