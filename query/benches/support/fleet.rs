@@ -155,6 +155,13 @@ pub struct Fleet {
     _dir: tempfile::TempDir,
 }
 
+impl Fleet {
+    /// The lake's directory, for other engines to read.
+    pub fn data_dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+}
+
 /// Lands the fleet's telemetry, scheduler events and billing (the ledger is not built).
 pub fn land(runtime: &tokio::runtime::Runtime) -> Fleet {
     let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,139 @@
+//! Ad-hoc SQL over `gpu_samples`, gpuledger beside DuckDB on the same Parquet files, in one run.
+//!
+//! The fleet of `support/fleet.rs` (1,000 GPUs × 7 days, a sample every 15 s: 40.3 M rows in
+//! the lake's own files). Four query shapes analysts run, each timed 5 times per engine,
+//! interleaved (gpuledger, then DuckDB, then gpuledger …) so that a noisy neighbour slows both,
+//! at 2 threads and at 1; the median and the ratio are printed as a Markdown table for
+//! BENCHMARKS.md. Both engines must return the same number of rows. The node × hour shape runs a
+//! second time with DataFusion's own `date_trunc` (registered as `df_date_trunc`), which converts
+//! every UTC time through the zone's calendar, to show what `udf/date_trunc_utc.rs` saves.
+//!
+//! `cargo bench -p gpuledger-query --bench sql_peers` (needs `python3 -m pip install duckdb`).
+
+#[path = "support/fleet.rs"]
+mod fleet;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use datafusion::functions::datetime::date_trunc::DateTruncFunc;
+use datafusion::logical_expr::ScalarUDF;
+
+const RUNS: usize = 5;
+
+const QUERIES: [(&str, &str); 5] = [
+    (
+        "count and average",
+        "SELECT count(*) AS n, avg(sm_active) AS sm FROM gpu_samples",
+    ),
+    (
+        "node × hour: avg, max, exact p95 of power",
+        "SELECT node, date_trunc('hour', ts) AS hour, avg(power_w) AS avg_w, max(power_w) AS max_w, \
+         percentile_cont(0.95) WITHIN GROUP (ORDER BY power_w) AS p95_w \
+         FROM gpu_samples GROUP BY node, date_trunc('hour', ts)",
+    ),
+    (
+        "node × hour, DataFusion's own date_trunc",
+        "SELECT node, df_date_trunc('hour', ts) AS hour, avg(power_w) AS avg_w, max(power_w) AS max_w, \
+         percentile_cont(0.95) WITHIN GROUP (ORDER BY power_w) AS p95_w \
+         FROM gpu_samples GROUP BY node, df_date_trunc('hour', ts)",
+    ),
+    (
+        "GPU × day idle GPU-hours",
+        "SELECT gpu_uuid, date_trunc('day', ts) AS day, \
+         sum(CASE WHEN sm_active < 0.05 THEN 15 ELSE 0 END) / 3600.0 AS idle_gpu_hours \
+         FROM gpu_samples GROUP BY gpu_uuid, date_trunc('day', ts)",
+    ),
+    (
+        "one node, one day",
+        "SELECT gpu_index, avg(sm_active) AS sm, max(power_w) AS max_w FROM gpu_samples \
+         WHERE node = 'dgx-007' AND ts >= TIMESTAMP '2026-11-04T00:00:00Z' \
+         AND ts < TIMESTAMP '2026-11-05T00:00:00Z' GROUP BY gpu_index",
+    ),
+];
+
+/// DuckDB in a Python process: reads `threads N` and `<sql>` lines, answers `<seconds> <rows>`.
+const DUCKDB: &str = r#"
+import sys, time, duckdb
+con = duckdb.connect()
+con.execute("SET TimeZone = 'UTC'")
+con.execute(f"CREATE VIEW gpu_samples AS SELECT * FROM read_parquet('{sys.argv[1]}/tables/gpu_samples/**/*.parquet')")
+for line in sys.stdin:
+    line = line.strip()
+    if line.startswith("threads "):
+        con.execute(f"SET threads = {int(line.split()[1])}")
+        print("ok", flush=True)
+        continue
+    started = time.perf_counter()
+    rows = len(con.execute(line.replace("df_date_trunc", "date_trunc")).fetchall())
+    print(f"{time.perf_counter() - started} {rows}", flush=True)
+"#;
+
+fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let fleet = fleet::land(&runtime);
+    let data = fleet.data_dir().display().to_string();
+    let mut duckdb = Command::new("python3")
+        .args(["-c", DUCKDB, &data])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut to_duckdb = duckdb.stdin.take().unwrap();
+    let mut from_duckdb = BufReader::new(duckdb.stdout.take().unwrap()).lines();
+    let mut ask = |line: &str| -> String {
+        writeln!(to_duckdb, "{line}").unwrap();
+        from_duckdb
+            .next()
+            .expect("DuckDB answered (is the duckdb package installed?)")
+            .unwrap()
+    };
+
+    println!(
+        "{} samples; median of {RUNS} runs each, interleaved\n",
+        fleet.samples
+    );
+    println!("| query | threads | gpuledger | DuckDB | ratio |\n|---|---|---|---|---|");
+    for threads in [2, 1] {
+        let ctx = gpuledger_query::new_session(&fleet.lake).unwrap();
+        ctx.register_udf(ScalarUDF::from(DateTruncFunc::new()).with_aliases(["df_date_trunc"]));
+        runtime.block_on(async {
+            ctx.sql(&format!(
+                "SET datafusion.execution.target_partitions = {threads}"
+            ))
+            .await
+            .unwrap();
+        });
+        assert_eq!(ask(&format!("threads {threads}")), "ok");
+        for (name, sql) in QUERIES {
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            for _ in 0..RUNS {
+                let started = Instant::now();
+                let rows: usize = runtime.block_on(async {
+                    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+                    batches.iter().map(|b| b.num_rows()).sum()
+                });
+                ours.push(started.elapsed().as_secs_f64());
+                let answer = ask(sql);
+                let (seconds, duck_rows) = answer.split_once(' ').unwrap();
+                assert_eq!(duck_rows.parse::<usize>().unwrap(), rows, "{name}");
+                theirs.push(seconds.parse::<f64>().unwrap());
+            }
+            let (ours, theirs) = (median(ours), median(theirs));
+            println!(
+                "| {name} | {threads} | {:.3} s | {:.3} s | {:.2} |",
+                ours,
+                theirs,
+                ours / theirs
+            );
+        }
+    }
+    drop(to_duckdb);
+    let _ = duckdb.wait();
+}
