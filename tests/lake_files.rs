@@ -64,7 +64,7 @@ fn duckdb_available() -> bool {
 
 /// The same figures from DuckDB over `<data>/tables/<table>/**/*.parquet`, without gpuledger.
 fn duckdb_figures(ledger: &Ledger) -> Figures {
-    let mut script = String::from("import duckdb, json, sys\nout = []\n");
+    let mut script = String::from("import duckdb, json\ncon = duckdb.connect()\nout = []\n");
     for (table, money) in COMPARED {
         let glob = ledger
             .data_dir()
@@ -74,7 +74,7 @@ fn duckdb_figures(ledger: &Ledger) -> Figures {
         let sum = money.map_or("'0'".to_string(), |m| format!("cast(sum({m}) as varchar)"));
         writeln!(
             script,
-            "out.append([{table:?}] + list(duckdb.sql(\"select count(*), {sum} from read_parquet('{}', hive_partitioning = true, union_by_name = true)\").fetchone()))",
+            "out.append([{table:?}] + list(con.execute(\"select count(*), {sum} from read_parquet('{}', hive_partitioning = true, union_by_name = true)\").fetchone()))",
             glob.display()
         )
         .unwrap();
