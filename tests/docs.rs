@@ -11,7 +11,7 @@ fn repository() -> PathBuf {
 }
 
 /// The subcommands whose flags users set, as `gpuledger <words> --help` takes them.
-const COMMANDS: [&[&str]; 12] = [
+const COMMANDS: [&[&str]; 13] = [
     &[],
     &["serve"],
     &["demo"],
@@ -24,6 +24,7 @@ const COMMANDS: [&[&str]; 12] = [
     &["report", "weekly"],
     &["token", "create"],
     &["migrate"],
+    &["compact"],
 ];
 
 /// Each `--flag` of `gpuledger <words> --help`, with its environment variable if it has one.

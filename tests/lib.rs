@@ -17,6 +17,7 @@ mod ingest_hostile;
 mod ingest_http;
 mod ingest_pipeline;
 mod ingest_tokens;
+mod lake_files;
 mod ledger;
 mod ledger_usage;
 mod live_ledger;

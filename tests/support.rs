@@ -156,14 +156,21 @@ impl Ledger {
     /// firing at a moment of its own would land a batch and take memory in the middle of what a
     /// test counts (the live ledger's own tests set the interval).
     pub fn serve(&self, extra: &[&str]) -> Server {
+        serve_command(self.command(), extra)
+    }
+}
+
+/// [`Ledger::serve`] for a `gpuledger` command set up by the caller (another `--data`, its
+/// environment): `serve --listen 127.0.0.1:0 --pg-listen 127.0.0.1:0 <extra>`.
+pub fn serve_command(mut command: Command, extra: &[&str]) -> Server {
+    {
         use std::io::BufRead;
         let live = if extra.contains(&"--ledger-interval") {
             &[][..]
         } else {
             &["--ledger-interval", "0s"][..]
         };
-        let mut child = self
-            .command()
+        let mut child = command
             .args([
                 "serve",
                 "--listen",
@@ -202,7 +209,9 @@ impl Ledger {
             http: reqwest::blocking::Client::new(),
         }
     }
+}
 
+impl Ledger {
     /// `gpuledger token create --scope <scope> [--team <team>]`: the token.
     pub fn token(&self, scope: &str, team: Option<&str>) -> String {
         let mut args = vec!["token", "create", "--scope", scope];

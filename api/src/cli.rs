@@ -62,6 +62,31 @@ pub enum Command {
     Token(TokenArgs),
     /// Reports over the ledger.
     Report(ReportArgs),
+    /// Merge the small files of each table-day into few, then move retired files (restated,
+    /// rebuilt or compacted) out of tables/ and delete those past --retain-superseded. Runs
+    /// under the catalog's compaction lease; exits 2 while another process holds it.
+    Compact(CompactArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompactArgs {
+    /// Compact this table only (repeatable); every table by default.
+    #[arg(long = "table", value_parser = parse_table)]
+    pub tables: Vec<gpuledger_lake::tables::Table>,
+    /// First partition day (UTC), YYYY-MM-DD.
+    #[arg(long)]
+    pub from: Option<NaiveDate>,
+    /// Last partition day (UTC, inclusive), YYYY-MM-DD.
+    #[arg(long)]
+    pub to: Option<NaiveDate>,
+    /// How long a retired file is kept under _superseded/ (for queries still reading it) before
+    /// it is deleted, e.g. 1h or 0s.
+    #[arg(long, env = "GPULEDGER_RETAIN_SUPERSEDED", default_value = "1h")]
+    pub retain_superseded: humantime::Duration,
+}
+
+fn parse_table(name: &str) -> Result<gpuledger_lake::tables::Table, String> {
+    name.parse()
 }
 
 #[derive(Debug, clap::Args)]
@@ -137,6 +162,17 @@ pub struct ServeArgs {
     /// one replica of those sharing the catalog), e.g. 1m or 10s; 0s leaves it to `ledger build`.
     #[arg(long, env = "GPULEDGER_LEDGER_INTERVAL", default_value = "1m")]
     pub ledger_interval: humantime::Duration,
+
+    /// How often small files are compacted and retired files vacuumed (moved out of tables/,
+    /// deleted after --retain-superseded), by one replica of those sharing the catalog; 0s leaves
+    /// it to `gpuledger compact`.
+    #[arg(long, env = "GPULEDGER_COMPACT_INTERVAL", default_value = "10m")]
+    pub compact_interval: humantime::Duration,
+
+    /// How long a retired file is kept under _superseded/ (for queries still reading it) before
+    /// the vacuum deletes it, e.g. 1h or 0s.
+    #[arg(long, env = "GPULEDGER_RETAIN_SUPERSEDED", default_value = "1h")]
+    pub retain_superseded: humantime::Duration,
 
     /// How often every budget is evaluated and new threshold crossings alerted, e.g. 5m or 30s.
     #[arg(long, env = "GPULEDGER_BUDGET_INTERVAL", default_value = "5m")]

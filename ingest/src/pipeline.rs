@@ -537,17 +537,30 @@ pub async fn ingest(
             batch,
             rows_restored,
             rows_replaced,
-        } => Outcome::Reactivated {
-            batch_id: batch.batch_id,
-            rows_restored,
-            rows_replaced,
-        },
+            adopted,
+        } => {
+            // The restored rows are in this input's own copies, listed under the earlier batch.
+            files.retain(|f| !adopted.contains(&f.path.to_path().to_string()));
+            Outcome::Reactivated {
+                batch_id: batch.batch_id,
+                rows_restored,
+                rows_replaced,
+            }
+        }
     };
     if !matches!(outcome, Outcome::Landed { .. }) {
         // The earlier batch's files hold these rows: this input's copies are not needed.
         remove_objects(lake, &files).await;
         files.clear();
         duplicates_skipped = 0;
+    }
+    if matches!(
+        outcome,
+        Outcome::Landed { rows_replaced } if rows_replaced > 0
+    ) || matches!(outcome, Outcome::Reactivated { .. })
+    {
+        // Restated files leave `tables/` now; their grace period is the vacuum's to judge.
+        gpuledger_lake::retirement::settle_after_commit(lake).await;
     }
     let mut rows: Vec<_> = rows.into_iter().collect();
     rows.sort();

@@ -111,6 +111,9 @@ pub enum CommitOutcome {
         batch: BatchRecord,
         rows_restored: u64,
         rows_replaced: u64,
+        /// Keys of this delivery's own files that now hold the restored rows (listed under the
+        /// earlier batch): keep these objects, remove the others.
+        adopted: Vec<String>,
     },
 }
 
@@ -374,7 +377,7 @@ impl Catalog {
             )
             .await?
         {
-            return self.redeliver(existing, batch).await;
+            return self.redeliver(existing, batch, files).await;
         }
         let now = now_micros();
         let rows_landed: u64 = files.iter().map(|f| f.rows).sum();
@@ -427,29 +430,13 @@ impl Catalog {
                 )
                 .await?
             {
-                Some(existing) => self.redeliver(existing, batch).await,
+                Some(existing) => self.redeliver(existing, batch, files).await,
                 None => Err(error.into()),
             };
         }
 
         for file in files {
-            sqlx::query(
-                "INSERT INTO files (path, table_name, partition_date, batch_id, scope, row_count, byte_count,
-                     min_ts, max_ts, created_at, activated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
-            )
-            .bind(file.path.to_path().to_string())
-            .bind(file.path.table.name())
-            .bind(file.path.date.format("%Y-%m-%d").to_string())
-            .bind(&batch.batch_id)
-            .bind(file.scope.as_deref())
-            .bind(file.rows as i64)
-            .bind(file.bytes as i64)
-            .bind(file.min_ts)
-            .bind(file.max_ts)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            insert_file(&mut tx, file, &batch.batch_id, now, now).await?;
         }
         for rejection in rejections {
             sqlx::query(
@@ -476,8 +463,17 @@ impl Catalog {
 
     /// `batch` is the same input as `existing`. A retry under the same idempotency key, or an
     /// input whose files are all active, changes nothing; otherwise the scopes where a later
-    /// delivery replaced `existing` get its files back, all in one transaction.
-    async fn redeliver(&self, existing: BatchRecord, batch: &NewBatch) -> Result<CommitOutcome> {
+    /// delivery replaced `existing` get its rows back, all in one transaction. They come back in
+    /// this delivery's own copies (`files`, landed under `existing`'s batch) when it brought
+    /// some: the retired objects may be under `_superseded/` or deleted already
+    /// (lake/src/retirement.rs). Without copies, the retired files themselves are active again
+    /// (their objects are moved back by the next retirement pass).
+    async fn redeliver(
+        &self,
+        existing: BatchRecord,
+        batch: &NewBatch,
+        files: &[WrittenFile],
+    ) -> Result<CommitOutcome> {
         let retry = sqlx::query(
             "SELECT 1 AS retry FROM ingest_batches WHERE batch_id = $1 AND idempotency_key = $2",
         )
@@ -490,10 +486,17 @@ impl Catalog {
         }
         let now = now_micros();
         let mut tx = self.pool.begin().await?;
+        // Files merged away by a compaction are not the delivery's: the file they were merged
+        // into is (same batch, same scope).
+        // A scope where the batch has an active file (its own copies, landed by an earlier
+        // re-delivery) is not superseded, whatever older copies of it are retired.
         let superseded = sqlx::query(
-            "SELECT table_name, scope, CAST(SUM(row_count) AS BIGINT) AS n FROM files
+            "SELECT DISTINCT table_name, scope FROM files f
              WHERE batch_id = $1 AND scope IS NOT NULL AND replaced_by IS NOT NULL
-             GROUP BY table_name, scope ORDER BY table_name, scope",
+               AND compacted_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM files g WHERE g.batch_id = f.batch_id
+                   AND g.table_name = f.table_name AND g.scope = f.scope AND g.replaced_by IS NULL)
+             ORDER BY table_name, scope",
         )
         .bind(&existing.batch_id)
         .fetch_all(&mut *tx)
@@ -503,27 +506,64 @@ impl Catalog {
             return Ok(CommitOutcome::Duplicate(existing));
         }
         let (mut rows_restored, mut rows_replaced) = (0, 0);
+        let mut adopted = Vec::new();
         for row in &superseded {
             let (table, scope): (String, String) =
                 (row.try_get("table_name")?, row.try_get("scope")?);
-            rows_restored += row.try_get::<i64, _>("n")?;
             rows_replaced += retire_scope(&mut tx, &table, &scope, &existing.batch_id, now).await?;
-            sqlx::query(
-                "UPDATE files SET replaced_by = NULL, replaced_at = NULL, activated_at = $1
-                 WHERE batch_id = $2 AND table_name = $3 AND scope = $4",
-            )
-            .bind(now)
-            .bind(&existing.batch_id)
-            .bind(&table)
-            .bind(&scope)
-            .execute(&mut *tx)
-            .await?;
+            let mut copies = Vec::new();
+            for file in files.iter().filter(|f| {
+                f.path.table.name() == table && f.scope.as_deref() == Some(scope.as_str())
+            }) {
+                let path = file.path.to_path().to_string();
+                let known = sqlx::query("SELECT 1 AS known FROM files WHERE path = $1")
+                    .bind(&path)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if known.is_none() {
+                    copies.push((path, file));
+                }
+            }
+            if copies.is_empty() {
+                // The files retired last: one generation of the delivery's rows.
+                let generation = "batch_id = $1 AND table_name = $2 AND scope = $3
+                     AND compacted_at IS NULL AND deleted_at IS NULL AND replaced_by IS NOT NULL
+                     AND replaced_at = (SELECT MAX(replaced_at) FROM files
+                         WHERE batch_id = $1 AND table_name = $2 AND scope = $3
+                           AND compacted_at IS NULL AND deleted_at IS NULL AND replaced_by IS NOT NULL)";
+                let restored = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT CAST(COALESCE(SUM(row_count), 0) AS BIGINT) AS n FROM files WHERE {generation}"
+                )))
+                .bind(&existing.batch_id)
+                .bind(&table)
+                .bind(&scope)
+                .fetch_one(&mut *tx)
+                .await?;
+                rows_restored += restored.try_get::<i64, _>("n")?;
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "UPDATE files SET replaced_by = NULL, replaced_at = NULL, activated_at = $4
+                     WHERE {generation}"
+                )))
+                .bind(&existing.batch_id)
+                .bind(&table)
+                .bind(&scope)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            } else {
+                for (path, file) in copies {
+                    insert_file(&mut tx, file, &existing.batch_id, now, now).await?;
+                    rows_restored += file.rows as i64;
+                    adopted.push(path);
+                }
+            }
         }
         tx.commit().await?;
         Ok(CommitOutcome::Reactivated {
             batch: existing,
             rows_restored: rows_restored as u64,
             rows_replaced: rows_replaced as u64,
+            adopted,
         })
     }
 
@@ -770,7 +810,38 @@ fn file_from_row(r: &sqlx::any::AnyRow) -> Result<FileEntry> {
     })
 }
 
+/// Lists a written file in the manifest, active from `activated_at`.
+async fn insert_file(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    file: &WrittenFile,
+    batch_id: &str,
+    created_at: i64,
+    activated_at: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO files (path, table_name, partition_date, batch_id, scope, row_count, byte_count,
+             min_ts, max_ts, created_at, activated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(file.path.to_path().to_string())
+    .bind(file.path.table.name())
+    .bind(file.path.date.format("%Y-%m-%d").to_string())
+    .bind(batch_id)
+    .bind(file.scope.as_deref())
+    .bind(file.rows as i64)
+    .bind(file.bytes as i64)
+    .bind(file.min_ts)
+    .bind(file.max_ts)
+    .bind(created_at)
+    .bind(activated_at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// Retires the active files of a scope in favour of `by` (a batch id); returns their rows.
+/// Every way a file stops being active goes through here or [`Catalog::commit_compaction`]; the
+/// objects follow in lake/src/retirement.rs.
 async fn retire_scope(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     table: &str,
@@ -818,11 +889,13 @@ fn redacted(url: &str) -> String {
 mod idempotency;
 mod leases;
 mod report_runs;
+mod retirement;
 mod tokens;
 
 pub use budget_alerts::BudgetAlert;
 pub use idempotency::StoredResponse;
 pub use report_runs::{ReportRun, RunStatus};
+pub use retirement::{CompactionCandidate, RetiredFile};
 pub use tokens::TokenRecord;
 
 #[cfg(test)]

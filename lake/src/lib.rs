@@ -5,13 +5,18 @@
 //! - `store.rs` opens the object store named by `--data` (a directory or a URL).
 //! - `writer.rs` splits batches by day and scope, sorts them and writes immutable zstd Parquet.
 //! - `catalog.rs` is the sqlx manifest (SQLite or PostgreSQL): files, batches, quarantine.
+//! - `retirement.rs` moves retired files out of `tables/` (under `_superseded/`) and deletes
+//!   them after a grace period: the store follows the catalog.
+//! - `compaction.rs` merges a table-day's small files into few (`gpuledger compact`).
 //!
 //! Write path: parser → `TableWriter::write` (objects land, invisible) → `Catalog::commit_batch`
 //! (one transaction makes them visible). Read path: `Catalog::active_files` → Parquet scan.
 
 pub mod catalog;
+pub mod compaction;
 pub mod error;
 pub mod paths;
+pub mod retirement;
 pub mod store;
 pub mod tables;
 #[doc(hidden)]

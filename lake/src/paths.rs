@@ -2,7 +2,11 @@
 //! Nothing else in the code base formats a key: change the layout here and only here.
 //!
 //! ```text
-//! tables/<table>/date=YYYY-MM-DD/<batch_id>-<seq>.parquet    landed records (Hive style)
+//! tables/<table>/date=YYYY-MM-DD/<batch_id>-<seq>.parquet    landed records (Hive style): the
+//!                                                             active files, and only those
+//! _superseded/tables/<table>/date=…/<file>.parquet            retired files, until their grace
+//!                                                             period ends (outside `tables/`, so
+//!                                                             outside readers' globs miss them)
 //! reports/weekly/<YYYY-Www>/report.<ext>                       weekly report exports
 //! ```
 
@@ -83,6 +87,32 @@ impl TableFilePath {
     }
 }
 
+/// Where a retired table file waits for its deletion: its key under `tables/`, prefixed with
+/// `_superseded/`. A restatement, a ledger rebuild or a compaction moves it here
+/// (lake/src/retirement.rs); a glob over `tables/**/*.parquet` never matches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SupersededPath {
+    /// The file's key while it was active (`tables/…`).
+    pub live: Path,
+}
+
+impl SupersededPath {
+    pub const PREFIX: &'static str = "_superseded";
+
+    pub fn of(live: &Path) -> Self {
+        Self { live: live.clone() }
+    }
+
+    pub fn to_path(&self) -> Path {
+        Path::from(format!("{}/{}", Self::PREFIX, self.live))
+    }
+
+    /// Whether `path` is a table file's key (`tables/…`): only those have a superseded place.
+    pub fn applies_to(path: &Path) -> bool {
+        path.prefix_matches(&Path::from("tables"))
+    }
+}
+
 /// One object of an exported weekly report, e.g. `reports/weekly/2026-W48/report.json`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WeeklyReportPath {
@@ -126,6 +156,24 @@ mod tests {
         ] {
             assert!(TableFilePath::parse(&Path::from(bad)).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn superseded_files_live_outside_tables() {
+        let live = TableFilePath::new(
+            Table::CostEntries,
+            NaiveDate::from_ymd_opt(2024, 9, 18).unwrap(),
+            "ledger-x",
+            1,
+        )
+        .to_path();
+        assert!(SupersededPath::applies_to(&live));
+        let moved = SupersededPath::of(&live).to_path();
+        assert_eq!(
+            moved.as_ref(),
+            "_superseded/tables/cost_entries/date=2024-09-18/ledger-x-00001.parquet"
+        );
+        assert!(!SupersededPath::applies_to(&moved));
     }
 
     #[test]

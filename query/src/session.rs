@@ -69,7 +69,11 @@ pub fn new_session_with(
     if let Some(bytes) = options.memory_limit {
         crate::value_limits::bound_functions(&ctx, crate::value_limits::cap_for(bytes));
     }
-    ctx.register_object_store(&LAKE_URL, Arc::clone(lake.store()));
+    // A file retired while a query that listed it runs is read where it was moved.
+    ctx.register_object_store(
+        &LAKE_URL,
+        gpuledger_lake::retirement::SupersededFallback::new(Arc::clone(lake.store())),
+    );
     let store_url = ObjectStoreUrl::parse(LAKE_URL.as_str())?;
 
     let lake_table = |table: Table| -> Arc<LakeTable> {

@@ -1,3 +1,4 @@
+pub mod compact;
 pub mod demo;
 pub mod ingest;
 pub mod ledger;

@@ -44,6 +44,11 @@ pub struct Metrics {
     /// Live-ledger rounds by outcome: `built`, `idle` (nothing changed), `skipped` (another
     /// replica held the lease), `failed`.
     pub ledger_rounds: Family<OutcomeLabel, Counter>,
+    /// Files merged away by this replica's compactions.
+    pub compacted_files: Counter,
+    /// Retired files this replica's vacuum handled, by outcome: `moved` (out of `tables/`),
+    /// `restored` (back in), `deleted` (after the grace period).
+    pub vacuumed_files: Family<OutcomeLabel, Counter>,
     registry: std::sync::Arc<Registry>,
 }
 
@@ -106,6 +111,18 @@ impl Metrics {
             "Live-ledger rounds by outcome (built, idle, skipped, failed)",
             ledger_rounds.clone(),
         );
+        let compacted_files = Counter::default();
+        registry.register(
+            "compacted_files",
+            "Small files merged away by this replica's compactions",
+            compacted_files.clone(),
+        );
+        let vacuumed_files = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "vacuumed_files",
+            "Retired files this replica's vacuum moved out of tables/, moved back or deleted, by outcome",
+            vacuumed_files.clone(),
+        );
         Self {
             requests,
             rows_ingested,
@@ -116,6 +133,8 @@ impl Metrics {
             budget_alerts,
             ledger_lag_seconds,
             ledger_rounds,
+            compacted_files,
+            vacuumed_files,
             registry: std::sync::Arc::new(registry),
         }
     }
@@ -132,6 +151,26 @@ impl Metrics {
                 outcome: outcome.into(),
             })
             .inc();
+    }
+
+    /// Counts what one compaction and vacuum pass did.
+    pub fn observe_compaction(
+        &self,
+        compacted: &gpuledger_lake::compaction::CompactionReport,
+        settled: &gpuledger_lake::retirement::SettleReport,
+    ) {
+        self.compacted_files.inc_by(compacted.files_merged);
+        for (outcome, n) in [
+            ("moved", settled.moved),
+            ("restored", settled.restored),
+            ("deleted", settled.deleted),
+        ] {
+            self.vacuumed_files
+                .get_or_create(&OutcomeLabel {
+                    outcome: outcome.into(),
+                })
+                .inc_by(n);
+        }
     }
 
     /// The text exposition format.

@@ -8,7 +8,8 @@
 //! - `ingest.rs`: `POST /v1/ingest/{source}` and the Prometheus remote-write receiver;
 //! - `scrape.rs`: the scrape targets `serve` fetches on their interval;
 //! - `reports.rs`: the weekly report and its scheduled exports (the schedule runs beside the server);
-//! - `ledger.rs`: the ledger's balance over a window;
+//! - `ledger.rs`: the ledger's balance over a window; `live_ledger.rs`: the continuous build;
+//! - `compaction.rs`: the background compaction and vacuum of the lake's files;
 //! - `metrics.rs`: the service's own Prometheus metrics;
 //! - `pgwire/`: the PostgreSQL wire protocol (psql, DBeaver, Grafana), on its own port;
 //! - `web.rs`: the dashboard (`web/`), at `/`.
@@ -19,6 +20,7 @@
 mod alerts;
 pub mod auth;
 mod budgets;
+mod compaction;
 mod costs;
 mod health;
 mod ingest;
@@ -281,6 +283,11 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
     };
     let state = AppState::new(lake.clone(), &args);
     live_ledger::spawn(state.clone());
+    compaction::spawn(
+        state.clone(),
+        args.compact_interval.into(),
+        args.retain_superseded.into(),
+    );
     alerts::spawn(state.clone(), args.budget_interval.into());
     let shutting_down = Arc::clone(&state.shutting_down);
     let (stop_exports, exports_stopped) = tokio::sync::oneshot::channel::<()>();

@@ -264,7 +264,7 @@ async fn an_earlier_delivery_sent_again_is_active_again() {
         // d3 holds d1's bytes: d1's September file comes back (4 rows), d2's is retired (3).
         let again = commit("d3", "h1", None, &d1).await;
         assert!(
-            matches!(again, CommitOutcome::Reactivated { ref batch, rows_restored: 4, rows_replaced: 3 }
+            matches!(again, CommitOutcome::Reactivated { ref batch, rows_restored: 4, rows_replaced: 3, .. }
                 if batch.batch_id == "d1"),
             "{again:?}"
         );

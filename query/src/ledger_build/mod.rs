@@ -432,6 +432,8 @@ async fn build_day(
     lake.catalog()
         .record_ledger_day(&date_of(window.start).to_string(), started_at, &batch_id)
         .await?;
+    // The day's earlier build leaves `tables/` (lake/src/retirement.rs).
+    gpuledger_lake::retirement::settle_after_commit(lake).await;
     Ok(DayReport {
         day: date_of(window.start),
         hours: (dirty.iter().map(Span::len).sum::<Micros>() / MICROS_PER_HOUR) as usize,
