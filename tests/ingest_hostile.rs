@@ -10,7 +10,7 @@ use flate2::write::GzEncoder;
 use reqwest::blocking::Body;
 use serde_json::Value;
 
-use crate::support::{Ledger, Server, describe, ledgers};
+use crate::support::{Ledger, Server, describe, ledgers, vm_rss_kb};
 
 /// One GPU's scrape without timestamps: what dcgm-exporter serves.
 const SCRAPE: &str = "\
@@ -168,15 +168,6 @@ fn bomb(prefix: &[u8], byte: u8, member_mib: usize, repeats: usize) -> Vec<u8> {
     body
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 #[test]
 fn gzip_bombs_and_endless_lines_are_refused_with_413() {
     let ledger = ledgers().remove(0);
@@ -189,7 +180,7 @@ fn gzip_bombs_and_endless_lines_are_refused_with_413() {
     assert!(newlines.len() < 2 << 20, "{}", newlines.len());
     let focus_header =
         b"BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd\n";
-    let rss_before = rss_kib(server.pid());
+    let rss_before = vm_rss_kb(server.pid());
     for (source, body) in [
         ("dcgm", newlines.clone()),
         ("tokens", newlines.clone()),
@@ -225,7 +216,7 @@ fn gzip_bombs_and_endless_lines_are_refused_with_413() {
         problem["detail"],
         "http:dcgm:3: the line is longer than 1024 KiB (the limit --ingest-max-line-kb)"
     );
-    let rss_after = rss_kib(server.pid());
+    let rss_after = vm_rss_kb(server.pid());
     assert!(
         rss_after < rss_before + 200 * 1024,
         "RSS grew from {rss_before} KiB to {rss_after} KiB"

@@ -141,6 +141,16 @@ pub fn shared(relative: &str) -> Option<PathBuf> {
     gpuledger_ingest::testdata::shared_data(relative)
 }
 
+/// The resident set of process `pid` (`VmRSS` of `/proc/<pid>/status`), in kB.
+pub fn vm_rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
 /// `gpuledger serve` on free loopback ports, stopped (SIGTERM, then waited for) when dropped.
 pub struct Server {
     child: std::process::Child,
@@ -255,8 +265,20 @@ impl Server {
     }
 }
 
+impl Server {
+    /// `kill -9`: the process ends at once, wherever it was (std's `Child::kill` is SIGKILL).
+    pub fn kill(&mut self) {
+        self.child.kill().expect("SIGKILL serve");
+        self.child.wait().expect("reap serve");
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
+        // Already killed and reaped: its pid may belong to another process by now.
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
         // SIGTERM: the graceful path users take.
         let _ = Command::new("kill")
             .arg(self.child.id().to_string())

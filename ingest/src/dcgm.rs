@@ -47,7 +47,7 @@ use arrow::error::ArrowError;
 use gpuledger_lake::tables::{DCGM_FIELDS, GPU_IDENTITY_COLUMNS, Table};
 
 use crate::error::IngestError;
-use crate::record::{ParseContext, Rejection, Sink};
+use crate::record::{MAX_TIME_MICROS, ParseContext, Rejection, Sink};
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -61,7 +61,8 @@ pub struct DcgmStats {
     pub samples: u64,
     pub rows_wide: u64,
     pub rows_extra: u64,
-    /// DCGM blank values (no data, not supported, …) and NaN: not readings, so not landed.
+    /// DCGM blank values (no data, not supported, …) and remote-write staleness markers: not
+    /// readings, so not landed. A NaN written as a value is no blank: it is rejected.
     pub sentinels_dropped: u64,
     pub rejected: u64,
     /// Sample lines without a timestamp, read as taken at `ParseContext::at`.
@@ -814,9 +815,6 @@ fn value_and_timestamp(rest: &[u8], metric: &[u8]) -> Result<(f64, Option<i64>),
     Ok((value, Some(timestamp)))
 }
 
-/// 10000-01-01T00:00:00Z in µs: the first instant past what dates can be written as.
-const MAX_TIMESTAMP_MICROS: i64 = 253_402_300_800_000_000;
-
 fn trim_blanks(bytes: &[u8]) -> &[u8] {
     let start = skip_blanks(bytes, 0);
     let end = bytes.len()
@@ -947,14 +945,21 @@ fn shown(value: f64) -> String {
 }
 
 /// DCGM's "blank" values (no data, not found, not supported, no permission: `DCGM_*_BLANK` + 0..3 in
-/// dcgm_structs.h), which dcgm-exporter prints as if they were readings, and NaN.
+/// dcgm_structs.h), which dcgm-exporter prints as if they were readings, and Prometheus's
+/// staleness marker (the NaN whose bits are `0x7ff0000000000002`: "this series ended", which
+/// remote-write sends and text cannot spell). Any other NaN is no reading and no blank: DCGM has
+/// no NaN field value (dcgm-exporter leaves a blank field out), so `check_reading` rejects it.
 fn is_blank(value: f64) -> bool {
     const INT32_BLANK: f64 = 0x7fff_fff0_u32 as f64;
     // 0x7ffffffffffffff0 rounds to 2^63 as a double, and so does every int64 blank printed in full.
     const INT64_BLANK: f64 = 0x7fff_ffff_ffff_fff0_u64 as f64;
     const FP64_BLANK: f64 = 140_737_488_355_328.0; // 2^47
+    const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
     let in_family = |base: f64| value >= base && value <= base + 3.0 && value.fract() == 0.0;
-    value.is_nan() || value == INT64_BLANK || in_family(INT32_BLANK) || in_family(FP64_BLANK)
+    value.to_bits() == STALE_NAN
+        || value == INT64_BLANK
+        || in_family(INT32_BLANK)
+        || in_family(FP64_BLANK)
 }
 
 /// Wide rows not yet emitted, column by column. NaN marks "no value": NaN samples are dropped before
@@ -1278,7 +1283,7 @@ impl<'c> Parser<'c> {
             self.stats.sentinels_dropped += 1;
             return Ok(Ok(()));
         }
-        if !(0..MAX_TIMESTAMP_MICROS).contains(&sample.ts) {
+        if !(0..MAX_TIME_MICROS).contains(&sample.ts) {
             return Ok(Err(LineError::new(
                 "timestamp",
                 format!(

@@ -60,10 +60,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::IngestError;
-use crate::record::{ParseContext, Rejection, Sink};
-
-/// 10000-01-01T00:00:00Z in µs: event times before it (and from 1970 on) are dates.
-const MAX_TIME_MICROS: i64 = 253_402_300_800_000_000;
+use crate::record::{MAX_TIME_MICROS, ParseContext, Rejection, Sink};
 
 /// The most devices one event may count (a whole fleet's GPUs in one job).
 const MAX_GPUS: f64 = 1_000_000.0;
@@ -749,7 +746,11 @@ impl Lines<'_> {
             }
             self.number += 1;
             let text = String::from_utf8_lossy(&self.buf);
-            let text = text.trim_end_matches(['\n', '\r']);
+            let mut text = text.trim_end_matches(['\n', '\r']);
+            // A byte-order mark (Windows editors, PowerShell's `Out-File`) is no part of the data.
+            if self.number == 1 {
+                text = text.strip_prefix('\u{feff}').unwrap_or(text);
+            }
             if !text.trim().is_empty() {
                 return Ok(Some(Line {
                     number: self.number,

@@ -37,14 +37,14 @@ use rust_decimal::{Decimal, RoundingStrategy};
 use serde_json::{Map, Value as Json};
 
 use crate::error::IngestError;
-use crate::record::{ParseContext, Rejection, Sink};
+use crate::record::{MAX_TIME_MICROS, ParseContext, Rejection, Sink};
 
 #[cfg(test)]
 mod tests;
 
 /// The key in `extra_columns` under which values that broke their FOCUS format are kept, as an
-/// object `{input header: text as written}`; their typed column is null. A malformed `Tags` (or
-/// `ChargePeriodEnd`, `ListCost`, …) thus keeps its cost line in the ledger and its text in
+/// object `{input header: text as written}`; their typed column is null. A malformed `ListCost`
+/// (or `SkuPriceDetails`, `BillingPeriodEnd`, …) thus keeps its cost line in the ledger and its text in
 /// sight, in the one place that already holds what the typed columns cannot, under a key that
 /// no FOCUS column or `x_` extension uses.
 pub const INVALID_KEY: &str = "_invalid";
@@ -382,6 +382,15 @@ fn micros_text(micros: i64) -> String {
     )
 }
 
+/// Optional columns whose malformed value rejects the line instead of landing it with the text
+/// kept under [`INVALID_KEY`]: the currency (amounts in no currency cannot be summed with any
+/// other) and the tags that say who pays (a cost whose tags cannot be read would be charged to
+/// nobody without a word).
+fn rejects_when_malformed(index: usize) -> bool {
+    let column = &FOCUS_COLUMNS[index];
+    column.rule == Currency || matches!(column.names[0], "Tags" | "AllocatedTags")
+}
+
 /// The position of a FOCUS column in `FOCUS_COLUMNS`, by its first name.
 fn column_index(name: &str) -> usize {
     FOCUS_COLUMNS
@@ -411,6 +420,11 @@ fn parse_datetime(text: &str, date_format: Option<&str>) -> Result<i64, String> 
                 .find_map(|format| in_format(trimmed, format))
         })
         .or_else(|| date_format.and_then(|format| in_format(trimmed, format)));
+    if let Some(time) = parsed
+        && !(0..MAX_TIME_MICROS).contains(&time.timestamp_micros())
+    {
+        return Err(format!("'{text}' is outside 1970-01-01 to 9999-12-31"));
+    }
     parsed
         .map(|t| t.timestamp_micros())
         .ok_or_else(|| match date_format {
@@ -604,7 +618,7 @@ impl<'c> LineWriter<'c> {
                     staged[index] = Some(value);
                     unlisted = true;
                 }
-                Outcome::Invalid(reason) if required || FOCUS_COLUMNS[index].rule == Currency => {
+                Outcome::Invalid(reason) if required || rejects_when_malformed(index) => {
                     problems.push((index, header, reason))
                 }
                 Outcome::Invalid(_) => {

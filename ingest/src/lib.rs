@@ -8,12 +8,15 @@
 //! - `tokens.rs`: canonical JSON lines, LiteLLM spend logs, OpenTelemetry GenAI → `token_usage`;
 //! - `remote_write.rs`: Prometheus remote-write bodies → the dcgm mapping, series by series;
 //! - `events.rs`: canonical JSON lines, Kubernetes pods, Kueue, Slurm sacct → `scheduler_events`;
-//! - `pipeline.rs`: input decoding (gzip, stdin), idempotency, the writer task, the quarantine.
+//! - `pipeline.rs`: input decoding (gzip, stdin), idempotency, the writer task, the quarantine;
+//! - `fuzzing.rs`: the entry point of the fuzz targets under `fuzz/` and of their corpus replay.
 
 pub mod dcgm;
 pub mod error;
 pub mod events;
 pub mod focus;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod pipeline;
 pub mod record;
 pub mod remote_write;

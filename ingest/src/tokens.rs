@@ -26,7 +26,7 @@ use gpuledger_lake::tables::Table;
 use serde_json::{Map, Value};
 
 use crate::error::IngestError;
-use crate::record::{ParseContext, Rejection, Sink};
+use crate::record::{MAX_TIME_MICROS, ParseContext, Rejection, Sink};
 use json_records::JsonRecords;
 
 mod json_records;
@@ -271,8 +271,8 @@ fn canonical_row(record: &Fields, tz: Tz) -> Checked<TokenRow> {
         output_tokens: record.tokens("output_tokens")?.or(usage.output),
         cached_tokens: record.tokens("cached_tokens")?.or(usage.cached),
         reasoning_tokens: record.tokens("reasoning_tokens")?.or(usage.reasoning),
-        ttft_ms: record.number("ttft_ms")?,
-        latency_ms: record.number("latency_ms")?,
+        ttft_ms: record.milliseconds("ttft_ms")?,
+        latency_ms: record.milliseconds("latency_ms")?,
         status: record.label("status")?.map(normalise_status),
         cache_hit: record.cache_hit("cache_hit")?,
         gateway_cost: record.number("gateway_cost")?,
@@ -768,6 +768,19 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A duration in milliseconds: a number from 0 to a day (a request no gateway times out within
+    /// a day is no measurement, and no wait is negative).
+    fn milliseconds(&self, key: &str) -> Checked<Option<f64>> {
+        const DAY_MS: f64 = 86_400_000.0;
+        match self.number(key)? {
+            Some(ms) if !(0.0..=DAY_MS).contains(&ms) => Err(Invalid::new(
+                self.name(key),
+                format!("{ms} ms is not a duration from 0 to a day ({DAY_MS} ms)"),
+            )),
+            ms => Ok(ms),
+        }
+    }
+
     /// Boolean, or the strings LiteLLM stores: Python's `str(bool | None)`, `"True"`/`"False"`/`"None"`.
     fn cache_hit(&self, key: &str) -> Checked<Option<bool>> {
         match self.get(key) {
@@ -786,10 +799,22 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A request time: 1970 to 9999, like every time the lake keeps (a date it can partition by).
     fn time(&self, key: &str, tz: Tz) -> Checked<Option<DateTime<Utc>>> {
         self.get(key)
             .map(|value| {
-                parse_time(value, tz).map_err(|reason| Invalid::new(self.name(key), reason))
+                parse_time(value, tz)
+                    .and_then(|time| {
+                        if (0..MAX_TIME_MICROS).contains(&time.timestamp_micros()) {
+                            Ok(time)
+                        } else {
+                            Err(format!(
+                                "{} is outside 1970-01-01 to 9999-12-31",
+                                time.to_rfc3339()
+                            ))
+                        }
+                    })
+                    .map_err(|reason| Invalid::new(self.name(key), reason))
             })
             .transpose()
     }
@@ -805,7 +830,11 @@ impl<'a> Fields<'a> {
             _ => None,
         };
         match nanos {
-            Some(nanos) => Ok(Some(DateTime::from_timestamp_nanos(nanos))),
+            Some(nanos) if nanos >= 0 => Ok(Some(DateTime::from_timestamp_nanos(nanos))),
+            Some(nanos) => Err(Invalid::new(
+                self.name(key),
+                format!("{nanos} ns since the epoch is before 1970-01-01"),
+            )),
             None => Err(Invalid::new(
                 self.name(key),
                 format!("expected epoch nanoseconds, found {}", shown(value)),

@@ -5,19 +5,34 @@
 //! its arguments is replaced in every limited session by a [`Bounded`] copy, which estimates the
 //! size of its result from its arguments before it runs (an upper bound, per call: the whole
 //! batch) and refuses past the cap, and checks the size of what it returned after.
+//!
+//! The string operator `||` is no function: DataFusion evaluates it as a binary expression,
+//! which no cap sees, so `repeat('x', 60000000) || repeat('x', 60000000) || …` would build past
+//! every cap. In a limited session [`ConcatOperatorPlanner`] plans `text || text` as
+//! [`ConcatOperator`], a function that evaluates that very binary expression (same types, same
+//! NULL rule, same column name), bounded like `concat`.
 
-use arrow::array::{Array, AsArray};
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::compute::kernels::length::length;
-use arrow::datatypes::{DataType, FieldRef, Int64Type};
-use datafusion::common::Result as DfResult;
+use arrow::datatypes::{DataType, Field, FieldRef, Int64Type, Schema};
+use datafusion::common::{DFSchema, Result as DfResult};
 use datafusion::error::DataFusionError;
+use datafusion::execution::FunctionRegistry;
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
 use datafusion::logical_expr::sort_properties::{ExprProperties, SortProperties};
+use datafusion::logical_expr::type_coercion::binary::BinaryTypeCoercer;
 use datafusion::logical_expr::{
-    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
-    Signature,
+    ColumnarValue, Documentation, Expr, ExprSchemable, Operator, ReturnFieldArgs,
+    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::{BinaryExpr, Column};
 use datafusion::prelude::SessionContext;
+use datafusion::sql::sqlparser::ast::BinaryOperator;
 
 use crate::error::QueryError;
 
@@ -65,7 +80,8 @@ pub fn cap_for(memory_limit: usize) -> u64 {
     ((memory_limit / 4) as u64).clamp(1 << 20, 256 << 20)
 }
 
-/// Replaces `ctx`'s functions of [`BOUNDED`] with copies that refuse results past `cap` bytes.
+/// Replaces `ctx`'s functions of [`BOUNDED`] with copies that refuse results past `cap` bytes,
+/// and plans the `||` of strings as a function bounded the same way.
 pub fn bound_functions(ctx: &SessionContext, cap: u64) {
     let functions = ctx.state().scalar_functions().clone();
     for (name, estimate) in BOUNDED {
@@ -75,6 +91,127 @@ pub fn bound_functions(ctx: &SessionContext, cap: u64) {
                 estimate,
                 cap,
             }));
+        }
+    }
+    let concat = Arc::new(ScalarUDF::new_from_impl(Bounded {
+        inner: ScalarUDF::new_from_impl(ConcatOperator::new()),
+        estimate: Estimate::Concat,
+        cap,
+    }));
+    // Planners registered before (arrays: `list || list` is `array_concat`, already bounded by
+    // its result) have their say first; this one takes only what they leave.
+    ctx.state_ref()
+        .write()
+        .register_expr_planner(Arc::new(ConcatOperatorPlanner { concat }))
+        .expect("a session takes expression planners");
+}
+
+/// Plans `a || b` of strings as the bounded [`ConcatOperator`].
+#[derive(Debug)]
+struct ConcatOperatorPlanner {
+    concat: Arc<ScalarUDF>,
+}
+
+impl ExprPlanner for ConcatOperatorPlanner {
+    fn plan_binary_op(
+        &self,
+        expr: RawBinaryExpr,
+        schema: &DFSchema,
+    ) -> DfResult<PlannerResult<RawBinaryExpr>> {
+        if expr.op != BinaryOperator::StringConcat {
+            return Ok(PlannerResult::Original(expr));
+        }
+        let is_list = |e: &Expr| {
+            e.get_type(schema).is_ok_and(|t| {
+                matches!(
+                    t,
+                    DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)
+                )
+            })
+        };
+        if is_list(&expr.left) || is_list(&expr.right) {
+            return Ok(PlannerResult::Original(expr));
+        }
+        Ok(PlannerResult::Planned(Expr::ScalarFunction(
+            ScalarFunction::new_udf(Arc::clone(&self.concat), vec![expr.left, expr.right]),
+        )))
+    }
+}
+
+/// The `||` operator of two strings as a function: its operands coerced as the operator's are,
+/// its result the operator's own (NULL when either side is NULL, unlike `concat`), and its
+/// column named `a || b` as the operator's is.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ConcatOperator {
+    signature: Signature,
+}
+
+impl ConcatOperator {
+    fn new() -> Self {
+        Self {
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for ConcatOperator {
+    fn name(&self) -> &str {
+        "||"
+    }
+
+    fn schema_name(&self, args: &[Expr]) -> DfResult<String> {
+        Ok(format!(
+            "{} || {}",
+            args[0].schema_name(),
+            args[1].schema_name()
+        ))
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        let [left, right] = arg_types else {
+            return Err(DataFusionError::Plan("|| takes two operands".into()));
+        };
+        let (left, right) =
+            BinaryTypeCoercer::new(left, &Operator::StringConcat, right).get_input_types()?;
+        Ok(vec![left, right])
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        let [left, right] = arg_types else {
+            return Err(DataFusionError::Plan("|| takes two operands".into()));
+        };
+        BinaryTypeCoercer::new(left, &Operator::StringConcat, right).get_result_type()
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let [left, right] = &arrays[..] else {
+            return Err(DataFusionError::Plan("|| takes two operands".into()));
+        };
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("l", left.data_type().clone(), true),
+            Field::new("r", right.data_type().clone(), true),
+        ]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::clone(left), Arc::clone(right)])?;
+        let operator = BinaryExpr::new(
+            Arc::new(Column::new("l", 0)),
+            Operator::StringConcat,
+            Arc::new(Column::new("r", 1)),
+        );
+        let result = operator.evaluate(&batch)?;
+        match result {
+            ColumnarValue::Array(array) if all_scalar => Ok(ColumnarValue::Scalar(
+                datafusion::common::ScalarValue::try_from_array(&array, 0)?,
+            )),
+            other => Ok(other),
         }
     }
 }
@@ -242,6 +379,10 @@ fn result_bytes(value: &ColumnarValue) -> u64 {
 impl ScalarUDFImpl for Bounded {
     fn name(&self) -> &str {
         self.inner.name()
+    }
+
+    fn schema_name(&self, args: &[Expr]) -> DfResult<String> {
+        self.inner.inner().schema_name(args)
     }
 
     fn aliases(&self) -> &[String] {

@@ -368,7 +368,7 @@ fn the_seven_real_scrapes_hold_eight_gpus() {
 // ---- edge cases ----
 
 #[test]
-fn dcgm_blank_sentinels_and_nan_are_dropped_not_rejected() {
+fn dcgm_blank_sentinels_are_dropped_and_nan_is_rejected() {
     let text = format!(
         "DCGM_FI_DEV_MEMORY_TEMP{{{GPU0}}} 9223372036854775794\n\
          DCGM_FI_DEV_GPU_TEMP{{{GPU0}}} 2147483634\n\
@@ -378,7 +378,20 @@ fn dcgm_blank_sentinels_and_nan_are_dropped_not_rejected() {
          DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{GPU0}}} 2147483636\n"
     );
     let (sink, stats) = run(&text);
-    assert!(sink.rejections.is_empty());
+    // DCGM has no NaN reading: a NaN is quarantined at its line, not dropped as a blank.
+    let rejected: Vec<_> = sink
+        .rejections
+        .iter()
+        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(
+        rejected,
+        [(
+            4,
+            "DCGM_FI_PROF_SM_ACTIVE",
+            "NaN is not a reading (only finite values are)"
+        )]
+    );
     assert_eq!(
         stats,
         DcgmStats {
@@ -386,8 +399,8 @@ fn dcgm_blank_sentinels_and_nan_are_dropped_not_rejected() {
             samples: 2,
             rows_wide: 1,
             rows_extra: 0,
-            sentinels_dropped: 4,
-            rejected: 0,
+            sentinels_dropped: 3,
+            rejected: 1,
             untimestamped: 0
         }
     );
@@ -411,10 +424,13 @@ fn blank_families_match_dcgm_structs() {
     ] {
         assert!(is_blank(parse_value(blank.as_bytes()).unwrap()), "{blank}");
     }
-    for blank in ["140737488355328", "140737488355331.000000", "NaN"] {
+    for blank in ["140737488355328", "140737488355331.000000"] {
         assert!(is_blank(parse_value(blank.as_bytes()).unwrap()), "{blank}");
     }
+    // Prometheus's staleness marker is a blank; a NaN as text writes it is not.
+    assert!(is_blank(f64::from_bits(0x7ff0_0000_0000_0002)));
     for reading in [
+        "NaN",
         "2147483631",
         "140737488355332",
         "140737488355328.5",
@@ -1542,7 +1558,7 @@ fn impossible_readings_are_rejected_with_their_field() {
         format!("DCGM_FI_DEV_GPU_TEMP{series} 41 1790000000000"),
         format!("DCGM_FI_DEV_POWER_USAGE{series} +Inf 1790000000000"),
         format!("DCGM_FI_DEV_FB_USED{series} -Inf 1790000000000"),
-        // NaN is DCGM's "no value": dropped like the blanks, as documented.
+        // DCGM has no NaN reading (a blank field is left out): rejected like infinities.
         format!("DCGM_FI_DEV_GPU_UTIL{series} NaN 1790000000000"),
         format!("DCGM_FI_PROF_SM_ACTIVE{series} -0.5 1790000000000"),
         format!("DCGM_FI_DEV_SM_CLOCK{series} 1e300 1790000000000"),
@@ -1573,6 +1589,11 @@ fn impossible_readings_are_rejected_with_their_field() {
                 "-Inf is not a reading (only finite values are)"
             ),
             (
+                4,
+                "DCGM_FI_DEV_GPU_UTIL",
+                "NaN is not a reading (only finite values are)"
+            ),
+            (
                 5,
                 "DCGM_FI_PROF_SM_ACTIVE",
                 "-0.5 is negative: sm_active cannot be"
@@ -1601,6 +1622,6 @@ fn impossible_readings_are_rejected_with_their_field() {
     );
     assert_eq!(
         (stats.samples, stats.rejected, stats.sentinels_dropped),
-        (2, 7, 2)
+        (2, 8, 1)
     );
 }

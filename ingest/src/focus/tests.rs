@@ -622,21 +622,21 @@ fn empty_input_is_not_focus() {
     );
 }
 
-const HEADER: &str = "ChargePeriodStart,BilledCost,EffectiveCost";
+const HEADER: &str = "ChargePeriodStart,ChargePeriodEnd,BilledCost,EffectiveCost";
 
 #[test]
 fn numbers_follow_the_focus_numeric_format_exactly() {
     let (stats, lines, sink) = parse_text(&format!(
         "{HEADER},ListCost\n\
-         2024-09-01T00:00:00Z,35.2E-7,1.5e+2,-0.25\n\
-         2024-09-01T00:00:00Z,0.0000000000005,0.0000000000015,0.0000000000025\n\
-         2024-09-01T00:00:00Z,-0.0000000000025,1234567890123456.123456789012,1E3\n\
-         2024-09-01T00:00:00Z,\"$10,000.00 \",1,1\n\
-         2024-09-01T00:00:00Z,\"1,000\",1,1\n\
-         2024-09-01T00:00:00Z,+5,1,1\n\
-         2024-09-01T00:00:00Z,1_000,1,1\n\
-         2024-09-01T00:00:00Z,1.,1,1\n\
-         2024-09-01T00:00:00Z,0.5,1,12 USD\n"
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,35.2E-7,1.5e+2,-0.25\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,0.0000000000005,0.0000000000015,0.0000000000025\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,-0.0000000000025,1234567890123456.123456789012,1E3\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,\"$10,000.00 \",1,1\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,\"1,000\",1,1\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,+5,1,1\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1_000,1,1\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1.,1,1\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,0.5,1,12 USD\n"
     ));
     assert_eq!((stats.rows_landed, stats.rejected), (4, 5));
     let values = |column: &str| {
@@ -680,7 +680,7 @@ fn numbers_follow_the_focus_numeric_format_exactly() {
     assert_eq!(rejected, [5, 6, 7, 8, 9].map(|line| (line, "BilledCost")));
     assert_eq!(
         sink.rejections[1].raw,
-        r#"2024-09-01T00:00:00Z,"1,000",1,1"#
+        r#"2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,"1,000",1,1"#
     );
 }
 
@@ -748,8 +748,8 @@ fn datetimes_take_every_unambiguous_iso_8601_spelling() {
 fn nulls_are_the_unquoted_marker_and_empty_strings() {
     let (_, lines, _) = parse_text(&format!(
         "{HEADER},ResourceName,ResourceId,RegionId,x_note\n\
-         2024-09-01T00:00:00Z,1,1,NULL,\"NULL\",,null\n\
-         2024-09-01T00:00:00Z,1,1,\"\",\"a \"\"NULL\"\", b\",\"NULL\",NULL\n"
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,1,NULL,\"NULL\",,null\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,1,\"\",\"a \"\"NULL\"\", b\",\"NULL\",NULL\n"
     ));
     assert_eq!(text(&lines, "resource_name", 0), None);
     assert_eq!(text(&lines, "resource_id", 0).as_deref(), Some("NULL"));
@@ -821,38 +821,52 @@ fn headers_match_case_insensitively_with_the_1_3_renames() {
     );
 }
 
+/// Tags decide who pays: a line whose tags cannot be read is quarantined, not charged to nobody.
+/// Other malformed key-value columns keep their line, their text under `_invalid`.
 #[test]
-fn malformed_tags_keep_their_cost_line() {
+fn malformed_tags_reject_their_line_other_key_values_keep_it() {
     let (stats, lines, sink) = parse_text(&format!(
         "{HEADER},Tags,SkuPriceDetails\n\
-         2024-09-01T00:00:00Z,1,1,{{oops,\"[1,2]\"\n\
-         2024-09-01T00:00:00Z,2,2,\"{{\"\"b\"\": 1, \"\"a\"\": null}}\",\"{{}}\"\n"
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,1,{{oops,{{}}\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,2,2,\"{{\"\"b\"\": 1, \"\"a\"\": null}}\",\"{{}}\"\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,3,3,{{}},\"[1,2]\"\n"
     ));
-    assert!(sink.rejections.is_empty());
-    assert_eq!((stats.rows_landed, stats.lines_with_invalid_values), (2, 1));
-    assert_eq!(text(&lines, "tags", 0), None);
-    assert_eq!(text(&lines, "sku_price_details", 0), None);
+    let rejected: Vec<_> = sink
+        .rejections
+        .iter()
+        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
+        .collect();
     assert_eq!(
-        text(&lines, "extra_columns", 0).as_deref(),
-        Some(r#"{"_invalid":{"SkuPriceDetails":"[1,2]","Tags":"{oops"}}"#)
+        rejected,
+        [(
+            2,
+            "Tags",
+            "'{oops' is not a JSON object (FOCUS Key-Value Format)"
+        )]
     );
+    assert_eq!((stats.rows_landed, stats.lines_with_invalid_values), (2, 1));
     assert_eq!(
-        text(&lines, "tags", 1).as_deref(),
+        text(&lines, "tags", 0).as_deref(),
         Some(r#"{"a":null,"b":1}"#)
     );
-    assert_eq!(text(&lines, "sku_price_details", 1).as_deref(), Some("{}"));
-    assert_eq!(text(&lines, "extra_columns", 1), None);
+    assert_eq!(text(&lines, "sku_price_details", 0).as_deref(), Some("{}"));
+    assert_eq!(text(&lines, "extra_columns", 0), None);
+    assert_eq!(text(&lines, "sku_price_details", 1), None);
+    assert_eq!(
+        text(&lines, "extra_columns", 1).as_deref(),
+        Some(r#"{"_invalid":{"SkuPriceDetails":"[1,2]"}}"#)
+    );
 }
 
 #[test]
 fn lines_without_their_required_values_are_rejected_and_the_rest_lands() {
     let (stats, lines, sink) = parse_text(&format!(
         "{HEADER},ResourceId\n\
-         2024-09-01T00:00:00Z,1,1,r1\n\
-         2024-09-01T00:00:00Z,NULL,1,r2\n\
-         yesterday,1,,r3\n\
-         2024-09-01T00:00:00Z,1,1\n\
-         2024-09-01T01:00:00Z,2,2,r5\n"
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,1,r1\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,NULL,1,r2\n\
+         yesterday,2024-09-01T01:00:00Z,1,,r3\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,1\n\
+         2024-09-01T01:00:00Z,2024-09-01T02:00:00Z,2,2,r5\n"
     ));
     assert_eq!(
         (stats.records_read, stats.rows_landed, stats.rejected),
@@ -880,20 +894,20 @@ fn lines_without_their_required_values_are_rejected_and_the_rest_lands() {
                 3,
                 "BilledCost",
                 "is null, but every line needs it",
-                "2024-09-01T00:00:00Z,NULL,1,r2"
+                "2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,NULL,1,r2"
             ),
             (
                 4,
                 "ChargePeriodStart",
                 "'yesterday' is not an ISO 8601 date-time; pass a date format to accept it; \
                  also EffectiveCost: is null, but every line needs it",
-                "yesterday,1,,r3"
+                "yesterday,2024-09-01T01:00:00Z,1,,r3"
             ),
             (
                 5,
                 "(record)",
-                "has 3 fields where the header has 4",
-                "2024-09-01T00:00:00Z,1,1"
+                "has 4 fields where the header has 5",
+                "2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,1"
             ),
         ]
     );
@@ -903,8 +917,8 @@ fn lines_without_their_required_values_are_rejected_and_the_rest_lands() {
 fn values_outside_the_allowed_lists_are_kept_as_written_and_counted() {
     let (stats, lines, _) = parse_text(&format!(
         "{HEADER},ChargeCategory,ServiceCategory,PricingCategory,CommitmentDiscountStatus\n\
-         2024-09-01T00:00:00Z,1,1,usage,ai and machine learning, on-demand ,UNUSED\n\
-         2024-09-01T00:00:00Z,1,1,Refund,GPU Cloud,dynamic,used\n"
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,1,usage,ai and machine learning, on-demand ,UNUSED\n\
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,1,Refund,GPU Cloud,dynamic,used\n"
     ));
     assert_eq!(
         (stats.rows_landed, stats.lines_with_unlisted_values),
@@ -928,8 +942,10 @@ fn values_outside_the_allowed_lists_are_kept_as_written_and_counted() {
 
 #[test]
 fn invalid_utf8_rejects_only_its_line() {
-    let mut input = format!("{HEADER},ResourceName\n2024-09-01T00:00:00Z,1,1,").into_bytes();
-    input.extend_from_slice(b"caf\xe9\n2024-09-01T00:00:00Z,2,2,ok\n");
+    let mut input =
+        format!("{HEADER},ResourceName\n2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,1,")
+            .into_bytes();
+    input.extend_from_slice(b"caf\xe9\n2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,2,2,ok\n");
     let (stats, sink) = run(&input, &context(None));
     assert_eq!(stats.unwrap().rows_landed, 1);
     assert_eq!(sink.rejections[0].line, 2);
@@ -953,7 +969,9 @@ fn a_failing_sink_stops_the_parse() {
             })
         }
     }
-    let input = format!("{HEADER}\n2024-09-01T00:00:00Z,1,1\n2024-09-01T00:00:00Z,x,1\n");
+    let input = format!(
+        "{HEADER}\n2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,1\n2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,x,1\n"
+    );
     let error = parse(&mut input.as_bytes(), &context(None), &mut Strict).unwrap_err();
     assert!(
         matches!(error, IngestError::Strict { line: 3, ref field, .. } if field == "BilledCost")
