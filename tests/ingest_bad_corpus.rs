@@ -182,9 +182,9 @@ fn every_file_of_the_bad_input_corpus_has_its_expected_outcome() {
 
     // What the quarantine keeps is what the messages said, file by file.
     let mut kept: BTreeMap<String, Vec<(u64, String, String)>> = BTreeMap::new();
-    for row in ledger
-        .sql("select origin, line, field, reason from quarantine order by origin, line, field")
-    {
+    for row in ledger.sql(
+        "select file as origin, line, field, reason from quarantine order by file, line, field",
+    ) {
         let origin = row["origin"].as_str().unwrap();
         let file = Path::new(origin)
             .file_name()

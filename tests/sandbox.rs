@@ -267,11 +267,11 @@ fn functions_that_build_huge_values_fail_alone() {
             serde_json::json!({"Utf8(\"a\") || Utf8(\"b\")": "ab", "n": null, "mixed": "1x", "l": 2000})
         ]
     );
-    let (status, body) = server.sql(
+    let (code, body) = server.sql(
         &reader,
         "select length(repeat('x', 40000000) || repeat('x', 40000000))",
     );
-    assert_eq!(status, 422, "{body}");
+    assert_eq!(code, 422, "{body}");
     assert!(
         body["detail"]
             .as_str()
