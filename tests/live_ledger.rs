@@ -32,6 +32,16 @@ fn event(time: &str, event: &str, team: &str, extra: &str) -> String {
     )
 }
 
+/// nlp holds GPU 0 of l4-1 from 00:00 to 10:00 on 2026-11-02 (10 GPU-hours).
+fn nlp_from_midnight_to_ten() -> String {
+    event(
+        "00:00:00",
+        "start",
+        "nlp",
+        "\"gpus\":1,\"gpu_indices\":[0],",
+    ) + &event("10:00:00", "stop", "nlp", "\"reason\":\"finished\",")
+}
+
 /// Polls `what` (up to 60 s) until it returns `Some`.
 fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -89,16 +99,7 @@ fn serve_builds_the_ledger_from_what_lands() {
         assert_eq!(status, 201, "[{backend}] {body}");
 
         // nlp holds the GPU 00:00–10:00: 10 GPU-hours × 1.20 = 12.00.
-        post_events(
-            &server,
-            &admin,
-            event(
-                "00:00:00",
-                "start",
-                "nlp",
-                "\"gpus\":1,\"gpu_indices\":[0],",
-            ) + &event("10:00:00", "stop", "nlp", "\"reason\":\"finished\","),
-        );
+        post_events(&server, &admin, nlp_from_midnight_to_ten());
         let totals = eventually("nlp's 12.00", || {
             let totals = team_totals(&server, &admin);
             (totals == [("nlp".to_string(), 12.0)]).then_some(totals)
@@ -203,13 +204,7 @@ fn the_weekly_export_waits_for_a_current_ledger() {
     post_events(
         &server,
         &admin,
-        (event(
-            "00:00:00",
-            "start",
-            "nlp",
-            "\"gpus\":1,\"gpu_indices\":[0],",
-        ) + &event("10:00:00", "stop", "nlp", "\"reason\":\"finished\","))
-            .replace("2026-11-02", &day),
+        nlp_from_midnight_to_ten().replace("2026-11-02", &day),
     );
     assert!(
         chrono::Utc::now() < fires,
@@ -337,16 +332,7 @@ fn every_input_over_http_reaches_the_ledger_without_a_build() {
         &json!({"name": "l4-1", "spec": {"url": url, "interval": "1s", "cluster": "live"}}),
     );
     assert_eq!(status, 201, "{body}");
-    post_events(
-        &server,
-        &admin,
-        event(
-            "00:00:00",
-            "start",
-            "nlp",
-            "\"gpus\":1,\"gpu_indices\":[0],",
-        ) + &event("10:00:00", "stop", "nlp", "\"reason\":\"finished\","),
-    );
+    post_events(&server, &admin, nlp_from_midnight_to_ten());
     let bill = "BillingAccountId,BillingAccountName,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,\
         ChargePeriodStart,ChargePeriodEnd,ChargeCategory,ChargeClass,ChargeDescription,BilledCost,EffectiveCost,\
         ListCost,ContractedCost,PricingQuantity,PricingUnit,ProviderName,PublisherName,InvoiceIssuerName,\
