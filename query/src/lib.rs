@@ -8,10 +8,12 @@
 //! - `scope.rs`: what a team-scoped session sees; `user_query.rs`: users' SQL, read-only and bounded;
 //! - `sandbox.rs`: the bounds a user's statement is checked against before planning, and the
 //!   settings a session may change; `runtime.rs`: the large-stack runtime users' queries run on;
+//!   `cancel.rs`: how a query's operators stop once its caller stops waiting;
 //! - `value_limits.rs`: caps on the values string and array functions build, in limited sessions;
 //! - `spend.rs`: budget spend, `/v1/costs` aggregation and table functions over a window, for the API;
 //! - `ledger_build/`: keeps `gpu_hours`, `cost_entries`, `allocations` in the lake up to date.
 
+pub mod cancel;
 pub mod error;
 pub mod lake_table;
 pub mod ledger_build;

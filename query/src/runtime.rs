@@ -9,7 +9,8 @@
 //! API and the Postgres connections are answered on theirs meanwhile.
 //!
 //! [`run`] is the only way in: the query's future runs as a task here, and dropping the caller's
-//! future (a time limit, a client that went away) aborts the task, which drops the plan's
+//! future (a time limit, a client that went away) cancels it ([`Cancellation`]: the operators of
+//! a plan guarded by it stop at their next batch) and aborts the task, which drops the plan's
 //! streams and so the tasks DataFusion spawned for it.
 
 use std::future::Future;
@@ -20,6 +21,7 @@ use datafusion::error::DataFusionError;
 use tokio::runtime::{Builder, Runtime};
 use tokio::task::JoinHandle;
 
+use crate::cancel::Cancellation;
 use crate::error::QueryError;
 
 /// The stack of each query thread. Reserved, not committed: only the pages a query touches are
@@ -40,31 +42,42 @@ static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| {
         .expect("the query runtime starts")
 });
 
-/// A task of the query runtime, aborted when this is dropped.
-struct AbortOnDrop<T>(JoinHandle<T>);
+/// A task of the query runtime, cancelled and aborted when this is dropped.
+struct AbortOnDrop<T> {
+    task: JoinHandle<T>,
+    cancellation: Cancellation,
+}
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
-        self.0.abort();
+        self.cancellation.cancel();
+        self.task.abort();
     }
 }
 
-/// Runs `work` on the query runtime and waits for it. Dropping the returned future aborts it.
-pub async fn run<F, T>(work: F) -> Result<T, QueryError>
+/// Runs the future `work` makes on the query runtime and waits for it. Dropping the returned
+/// future cancels the [`Cancellation`] given to `work` and aborts the task.
+pub async fn run<W, F, T>(work: W) -> Result<T, QueryError>
 where
+    W: FnOnce(Cancellation) -> F,
     F: Future<Output = Result<T, QueryError>> + Send + 'static,
     T: Send + 'static,
 {
-    let mut task = AbortOnDrop(RUNTIME.spawn(work));
-    match (&mut task.0).await {
+    let cancellation = Cancellation::default();
+    let mut task = AbortOnDrop {
+        task: RUNTIME.spawn(work(cancellation.clone())),
+        cancellation,
+    };
+    match (&mut task.task).await {
         Ok(result) => result,
         Err(join_error) => Err(DataFusionError::ExecutionJoin(Box::new(join_error)).into()),
     }
 }
 
 /// [`run`] within `limit`: past it the work is aborted and the answer is [`QueryError::Timeout`].
-pub async fn run_within<F, T>(limit: Duration, work: F) -> Result<T, QueryError>
+pub async fn run_within<W, F, T>(limit: Duration, work: W) -> Result<T, QueryError>
 where
+    W: FnOnce(Cancellation) -> F,
     F: Future<Output = Result<T, QueryError>> + Send + 'static,
     T: Send + 'static,
 {
@@ -80,5 +93,5 @@ where
     F: FnOnce() -> Result<T, QueryError> + Send + 'static,
     T: Send + 'static,
 {
-    run(async move { work() }).await
+    run(|_| async move { work() }).await
 }

@@ -9,6 +9,7 @@
 //! that runs past its time. Planning a refused statement touches nothing: DataFusion reads a
 //! `LOCATION` only when the plan is executed.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::datatypes::SchemaRef;
@@ -16,10 +17,12 @@ use arrow::record_batch::RecordBatch;
 use datafusion::error::DataFusionError;
 use datafusion::execution::context::SQLOptions;
 use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use futures::StreamExt;
 
+use crate::cancel::Cancellation;
 use crate::error::QueryError;
 use crate::{runtime, sandbox};
 
@@ -53,7 +56,7 @@ pub async fn plan_read_only(ctx: &SessionContext, sql: &str) -> Result<LogicalPl
     sandbox::check_text(sql)?;
     let ctx = ctx.clone();
     let sql = sql.to_string();
-    runtime::run(async move { plan_here(&ctx, &sql).await }).await
+    runtime::run(|_| async move { plan_here(&ctx, &sql).await }).await
 }
 
 /// Parses `sql` as the session's dialect and plans it once it is within the bounds of
@@ -102,8 +105,8 @@ pub struct QueryResult {
 
 /// Runs a read-only `plan` to completion within `limits`, on the query runtime.
 ///
-/// At the deadline the query's task is aborted: its streams, and the tasks DataFusion spawned
-/// for them, are dropped, so the work stops at the operators' next yield point.
+/// At the deadline the query is cancelled: every operator stops at its next batch
+/// ([`crate::cancel`]), and its streams and the tasks DataFusion spawned for them are dropped.
 pub async fn execute(
     ctx: &SessionContext,
     plan: LogicalPlan,
@@ -111,8 +114,8 @@ pub async fn execute(
 ) -> Result<QueryResult, QueryError> {
     let ctx = ctx.clone();
     let max_result_bytes = limits.max_result_bytes;
-    runtime::run_within(limits.timeout, async move {
-        collect(&ctx, plan, max_result_bytes).await
+    runtime::run_within(limits.timeout, |cancellation| async move {
+        collect(&ctx, plan, max_result_bytes, &cancellation).await
     })
     .await
 }
@@ -121,10 +124,13 @@ async fn collect(
     ctx: &SessionContext,
     plan: LogicalPlan,
     max_result_bytes: usize,
+    cancellation: &Cancellation,
 ) -> Result<QueryResult, QueryError> {
     let frame = ctx.execute_logical_plan(plan).await?;
     let schema = SchemaRef::new(frame.schema().as_arrow().clone());
-    let mut stream = frame.execute_stream().await?;
+    let task_context = frame.task_ctx();
+    let physical = cancellation.guard(frame.create_physical_plan().await?)?;
+    let mut stream = execute_stream(physical, Arc::new(task_context))?;
     let mut batches = Vec::new();
     let mut bytes = 0usize;
     while let Some(batch) = stream.next().await {
@@ -150,9 +156,9 @@ pub async fn run(
     let ctx = ctx.clone();
     let sql = sql.to_string();
     let max_result_bytes = limits.max_result_bytes;
-    runtime::run_within(limits.timeout, async move {
+    runtime::run_within(limits.timeout, |cancellation| async move {
         let plan = plan_here(&ctx, &sql).await?;
-        collect(&ctx, plan, max_result_bytes).await
+        collect(&ctx, plan, max_result_bytes, &cancellation).await
     })
     .await
 }

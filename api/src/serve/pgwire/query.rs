@@ -184,7 +184,7 @@ async fn plan_statement(
     statement: ast::Statement,
 ) -> Result<LogicalPlan, QueryError> {
     let ctx = Arc::clone(&session.ctx);
-    runtime::run(async move {
+    runtime::run(|_| async move {
         Ok(ctx
             .state()
             .statement_to_plan(DfStatement::Statement(Box::new(statement)))
