@@ -191,6 +191,9 @@ pub enum Backend {
 #[derive(Debug, Clone)]
 pub struct Catalog {
     pool: AnyPool,
+    /// Connections for the reads that must never queue behind a write (authenticating a
+    /// request): SQLite has one writer connection, which a long commit holds.
+    reads: AnyPool,
     backend: Backend,
 }
 
@@ -259,7 +262,34 @@ impl Catalog {
             Backend::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&pool).await?,
             Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
         }
-        Ok(Self { pool, backend })
+        let reads = match backend {
+            Backend::Sqlite if url.contains(":memory:") => pool.clone(),
+            Backend::Sqlite => {
+                // In WAL mode readers see the last commit while a write is under way, instead of
+                // waiting for it. The mode is kept in the file: later opens find it set.
+                if let Err(error) = sqlx::query("PRAGMA journal_mode = WAL")
+                    .execute(&pool)
+                    .await
+                {
+                    tracing::warn!(%error, "the SQLite catalog stays in its journal mode: reads may wait for writes");
+                }
+                AnyPoolOptions::new()
+                    .max_connections(4)
+                    .connect(url)
+                    .await?
+            }
+            Backend::Postgres => {
+                AnyPoolOptions::new()
+                    .max_connections(2)
+                    .connect(url)
+                    .await?
+            }
+        };
+        Ok(Self {
+            pool,
+            reads,
+            backend,
+        })
     }
 
     pub fn backend(&self) -> Backend {

@@ -480,3 +480,41 @@ async fn a_lease_has_one_holder_until_it_runs_out_or_is_released() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn authentication_does_not_wait_for_the_writers() {
+    each_catalog(async |catalog| {
+        let token = TokenRecord {
+            id: "t1".into(),
+            name: "reader".into(),
+            scope: "read".into(),
+            team: None,
+            created_at: 0,
+            revoked_at: None,
+        };
+        catalog.create_token(&token, "hash-1").await.unwrap();
+        // Every write connection inside a transaction that has written (a long commit, a
+        // compaction): SQLite has one, PostgreSQL a few.
+        let mut writers = Vec::new();
+        for _ in 0..catalog.pool().options().get_max_connections() {
+            let mut tx = catalog.pool().begin().await.unwrap();
+            sqlx::query("UPDATE api_tokens SET name = name WHERE id = 'no such token'")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            writers.push(tx);
+        }
+        let found = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            catalog.token_by_hash("hash-1"),
+        )
+        .await
+        .expect("authentication waited for the writers")
+        .unwrap();
+        assert_eq!(found, Some(token));
+        for tx in writers {
+            tx.rollback().await.unwrap();
+        }
+    })
+    .await;
+}

@@ -34,14 +34,15 @@ impl Catalog {
         Ok(())
     }
 
-    /// The live (not revoked) token whose secret hashes to `secret_hash`.
+    /// The live (not revoked) token whose secret hashes to `secret_hash`; read beside the writes,
+    /// so authentication never waits for a commit.
     pub async fn token_by_hash(&self, secret_hash: &str) -> Result<Option<TokenRecord>> {
         let row = sqlx::query(
             "SELECT id, name, scope, team, created_at, revoked_at FROM api_tokens \
              WHERE secret_hash = $1 AND revoked_at IS NULL",
         )
         .bind(secret_hash)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.reads)
         .await?;
         Ok(row.as_ref().map(token_from_row))
     }
