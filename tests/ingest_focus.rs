@@ -291,3 +291,71 @@ fn over_http_a_redelivery_says_whether_it_changed_anything() {
         );
     }
 }
+
+#[test]
+fn an_export_without_mandatory_columns_says_which_it_lacks() {
+    let ledger = ledgers().remove(0);
+    let dir = tempfile::tempdir().unwrap();
+    // ChargePeriodEnd is the one column beyond the costs that the ledger cannot do without.
+    let bare = dir.path().join("bare.csv");
+    std::fs::write(
+        &bare,
+        "ChargePeriodStart,BilledCost,EffectiveCost\n2026-11-02T00:00:00Z,1,1\n",
+    )
+    .unwrap();
+    let out = ledger.run(&["ingest", "focus", bare.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("not a FOCUS file: missing mandatory columns ChargePeriodEnd"),
+        "{stderr}"
+    );
+    assert_eq!(ledger.scalar("select count(*) from billing_lines"), 0);
+
+    // With it the line lands, and every other Mandatory column it lacks is named.
+    let four = dir.path().join("four.csv");
+    std::fs::write(
+        &four,
+        "ChargePeriodStart,ChargePeriodEnd,BilledCost,EffectiveCost\n\
+         2026-11-02T00:00:00Z,2026-11-02T01:00:00Z,1,1\n",
+    )
+    .unwrap();
+    let lacks = "the input lacks the FOCUS Mandatory columns BillingAccountId, BillingAccountName, \
+                 BillingCurrency, BillingPeriodStart, BillingPeriodEnd, ChargeCategory, ChargeClass, \
+                 ChargeDescription, ListCost, ContractedCost, PricingQuantity, PricingUnit, \
+                 ProviderName, PublisherName, InvoiceIssuerName, ServiceCategory, ServiceName";
+    let out = ledger.ingest_ok("focus", &four, &[]);
+    assert!(out.contains("landed 1 rows into billing_lines"), "{out}");
+    assert!(
+        out.contains(&format!("  {lacks}: null in every row")),
+        "{out}"
+    );
+
+    let collector = ledger.token("ingest", None);
+    let server = ledger.serve(&[]);
+    let response = server
+        .http
+        .post(server.url("/v1/ingest/focus"))
+        .bearer_auth(&collector)
+        .body(
+            "ChargePeriodStart,ChargePeriodEnd,BilledCost,EffectiveCost,BillingCurrency\n\
+             2026-11-03T00:00:00Z,2026-11-03T01:00:00Z,2,2,USD\n",
+        )
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 202);
+    let body: serde_json::Value = response.json().unwrap();
+    assert_eq!(
+        body["missing_columns"].as_array().unwrap().len(),
+        16,
+        "{body}"
+    );
+    assert_eq!(body["missing_columns"][0], "BillingAccountId");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("landed 1 rows; the input lacks the FOCUS Mandatory columns BillingAccountId, BillingAccountName, BillingPeriodStart"),
+        "{body}"
+    );
+}

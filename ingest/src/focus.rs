@@ -16,6 +16,10 @@
 //! partition time), `BilledCost` or `EffectiveCost` (the costs the ledger balances). Any other
 //! value that breaks its format lands as null with its text kept under [`INVALID_KEY`]: a cost
 //! line is never lost for a dimension.
+//!
+//! A whole input is refused when its header lacks `ChargePeriodStart`, `ChargePeriodEnd`,
+//! `BilledCost` or `EffectiveCost`: without them no line has a cost in time, so the file is not
+//! FOCUS. The other FOCUS Mandatory columns it lacks are said beside what landed.
 
 use std::borrow::Cow;
 use std::io::{self, BufRead, Read};
@@ -66,7 +70,7 @@ pub struct FocusStats {
 
 /// Reads a FOCUS export, CSV or Parquet (told apart by the Parquet magic `PAR1`), into
 /// `billing_lines` batches of at most `ctx.batch_rows` rows. A whole input that is not FOCUS (no
-/// `ChargePeriodStart`, `BilledCost` or `EffectiveCost` column) is an [`IngestError::Format`]
+/// `ChargePeriodStart`, `ChargePeriodEnd`, `BilledCost` or `EffectiveCost` column) is an [`IngestError::Format`]
 /// that says which provider-native format it looks like, when it is a known one.
 pub fn parse(
     input: &mut dyn BufRead,
@@ -112,6 +116,10 @@ enum Rule {
 enum Presence {
     /// The ledger cannot use a line without it: the header must have it, every line a value.
     Required,
+    /// FOCUS Mandatory, and the ledger spreads a charge over it: the header must have it (an
+    /// export without it is not FOCUS), but a line whose value is null or malformed still lands,
+    /// its text kept, and is priced as an instant at its start.
+    InHeader,
     /// FOCUS 1.2 Mandatory: an input without it still lands, and the gap is reported.
     Mandatory,
     Optional,
@@ -161,7 +169,7 @@ const SERVICE_CATEGORIES: &[&str] = &[
     "Other",
 ];
 
-use Presence::{Mandatory, Optional, Required};
+use Presence::{InHeader, Mandatory, Optional, Required};
 use Rule::{Allowed, Currency, KeyValue, Number, Text, Time};
 
 /// The FOCUS columns of `billing_lines`, in its schema order (a test holds them together); the
@@ -174,7 +182,7 @@ const FOCUS_COLUMNS: &[FocusColumn] = &[
     focus(&["BillingPeriodStart"], Time, Mandatory),
     focus(&["BillingPeriodEnd"], Time, Mandatory),
     focus(&["ChargePeriodStart"], Time, Required),
-    focus(&["ChargePeriodEnd"], Time, Mandatory),
+    focus(&["ChargePeriodEnd"], Time, InHeader),
     focus(&["ChargeCategory"], Allowed(CHARGE_CATEGORIES), Mandatory),
     focus(&["ChargeClass"], Allowed(CHARGE_CLASSES), Mandatory),
     focus(&["ChargeDescription"], Text, Mandatory),
@@ -293,15 +301,15 @@ impl Layout {
             }
             targets.push(target);
         }
-        let absent = |presence| -> Vec<&'static str> {
+        let absent = |presences: &[Presence]| -> Vec<&'static str> {
             FOCUS_COLUMNS
                 .iter()
                 .zip(&filled)
-                .filter(|(column, filled)| column.presence == presence && !**filled)
+                .filter(|(column, filled)| presences.contains(&column.presence) && !**filled)
                 .map(|(column, _)| column.names[0])
                 .collect()
         };
-        let missing = absent(Required);
+        let missing = absent(&[Required, InHeader]);
         if !missing.is_empty() {
             let missing = missing.join(", ");
             let native = NATIVE_FORMATS.iter().find(|(marker, _)| {
@@ -320,7 +328,7 @@ impl Layout {
                 reason,
             });
         }
-        Ok((Self { headers, targets }, absent(Mandatory)))
+        Ok((Self { headers, targets }, absent(&[Mandatory])))
     }
 }
 

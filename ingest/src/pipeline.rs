@@ -59,6 +59,9 @@ struct Parsed {
     /// Records were read relative to `ParseContext::at` (untimestamped dcgm samples, the ages
     /// of a `kubectl get events` table): the time is part of what landed.
     read_at: bool,
+    /// Columns its format makes mandatory that the input lacks (FOCUS); its rows land with
+    /// nulls there.
+    missing_columns: Vec<&'static str>,
 }
 
 impl Source {
@@ -94,7 +97,13 @@ impl Source {
                     ..records(stats.samples + stats.sentinels_dropped + stats.rejected)
                 }
             }
-            Source::Focus => records(focus::parse(input, ctx, sink)?.records_read),
+            Source::Focus => {
+                let stats = focus::parse(input, ctx, sink)?;
+                Parsed {
+                    missing_columns: stats.missing_mandatory_columns,
+                    ..records(stats.records_read)
+                }
+            }
             Source::Tokens => records(tokens::parse(input, ctx, sink)?.records),
             Source::Events => {
                 let stats = events::parse(input, ctx, sink)?;
@@ -356,6 +365,9 @@ pub struct IngestReport {
     pub duplicates_skipped: u64,
     /// Series the source leaves out by design (remote-write: those that are not DCGM's).
     pub ignored_series: u64,
+    /// Columns its format makes mandatory that the input lacks (FOCUS); its rows landed with
+    /// nulls there.
+    pub missing_columns: Vec<&'static str>,
     pub files_written: usize,
     /// The first rejected records (at most `InputLimits::max_rejections_kept`), as kept in the
     /// quarantine.
@@ -475,6 +487,7 @@ pub async fn ingest(
             ignored_series,
             duplicates: repeated_in_input,
             read_at,
+            missing_columns,
         },
         Kept {
             rejections,
@@ -578,6 +591,7 @@ pub async fn ingest(
         rows,
         duplicates_skipped,
         ignored_series,
+        missing_columns,
         files_written: files.len(),
         rejections,
         records_rejected,

@@ -155,6 +155,12 @@ pub fn print_report(report: &IngestReport) {
                 "{}: {} records read; landed {tables} (batch {}); {} rejected",
                 report.origin, report.records_read, report.batch_id, report.records_rejected
             );
+            if !report.missing_columns.is_empty() {
+                println!(
+                    "  the input lacks the FOCUS Mandatory columns {}: null in every row",
+                    report.missing_columns.join(", ")
+                );
+            }
             if *rows_replaced > 0 {
                 println!(
                     "  restated: {rows_replaced} rows of an earlier delivery of the same billing period were replaced"

@@ -99,6 +99,8 @@ pub struct IngestResponse {
     pub rows_replaced: u64,
     /// Remote-write: series that are not dcgm-exporter's, not landed.
     pub ignored_series: u64,
+    /// FOCUS: Mandatory columns the input lacks; its rows landed with nulls there.
+    pub missing_columns: Vec<&'static str>,
 }
 
 /// A quarantined record.
@@ -118,7 +120,7 @@ impl From<&IngestReport> for IngestResponse {
             Outcome::Landed { rows_replaced } => (
                 report.batch_id.clone(),
                 "landed",
-                format!("landed {} rows", report.rows_landed()),
+                landed_message(report),
                 *rows_replaced,
             ),
             Outcome::AlreadyIngested { batch_id } => (
@@ -169,7 +171,20 @@ impl From<&IngestReport> for IngestResponse {
             duplicates_skipped: report.duplicates_skipped,
             rows_replaced,
             ignored_series: report.ignored_series,
+            missing_columns: report.missing_columns.clone(),
         }
+    }
+}
+
+/// "landed N rows", and the mandatory columns the input lacks.
+fn landed_message(report: &IngestReport) -> String {
+    let landed = format!("landed {} rows", report.rows_landed());
+    match report.missing_columns.as_slice() {
+        [] => landed,
+        missing => format!(
+            "{landed}; the input lacks the FOCUS Mandatory columns {}, null in every row",
+            missing.join(", ")
+        ),
     }
 }
 

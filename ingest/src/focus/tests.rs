@@ -585,16 +585,16 @@ fn provider_native_exports_are_refused_with_what_they_look_like() {
         (
             "focus_converters/sample-anonymous-aws-export-dataset.csv",
             "looks like an AWS Cost and Usage Report (legacy CUR), not FOCUS: missing mandatory \
-             columns ChargePeriodStart, BilledCost, EffectiveCost",
+             columns ChargePeriodStart, ChargePeriodEnd, BilledCost, EffectiveCost",
         ),
         (
             "focus_converters/sample-anonymous-ea-export-dataset.csv",
             "looks like an Azure Enterprise Agreement (EA) cost export, not FOCUS: missing \
-             mandatory columns ChargePeriodStart, BilledCost, EffectiveCost",
+             mandatory columns ChargePeriodStart, ChargePeriodEnd, BilledCost, EffectiveCost",
         ),
         (
             "focus_converters/aws-cur.csv",
-            "not a FOCUS file: missing mandatory columns ChargePeriodStart, BilledCost, EffectiveCost",
+            "not a FOCUS file: missing mandatory columns ChargePeriodStart, ChargePeriodEnd, BilledCost, EffectiveCost",
         ),
     ];
     for (file, expected) in cases {
@@ -786,9 +786,9 @@ fn quoting_is_read_from_the_raw_record() {
 #[test]
 fn headers_match_case_insensitively_with_the_1_3_renames() {
     let (stats, lines, _) = parse_text(
-        "chargeperiodstart,BILLEDCOST,EffectiveCost,ServiceProviderName,HostProviderName,\
+        "chargeperiodstart,CHARGEPERIODEND,BILLEDCOST,EffectiveCost,ServiceProviderName,HostProviderName,\
          AllocatedMethodId,AllocatedResourceId,AllocatedResourceName,AllocatedTags,x_Custom,ProviderName\n\
-         2024-09-01T00:00:00Z,1,1,Nebius,NVIDIA,proportional,pod-7,trainer,\"{\"\"team\"\": \"\"ml\"\"}\",v,Old\n",
+         2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,1,Nebius,NVIDIA,proportional,pod-7,trainer,\"{\"\"team\"\": \"\"ml\"\"}\",v,Old\n",
     );
     assert_eq!(text(&lines, "provider_name", 0).as_deref(), Some("Nebius"));
     assert_eq!(text(&lines, "publisher_name", 0).as_deref(), Some("NVIDIA"));
