@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::golden::run_ok;
-use crate::support::{Ledger, ledgers};
+use crate::support::{Ledger, ledgers, protobuf};
 
 /// Declares a one-GPU H100 node priced by the rate card at `price` per GPU-hour.
 fn declare_node(ledger: &Ledger, node: &str, price: &str) {
@@ -158,40 +158,33 @@ fn mig_instances_are_measured_apart() {
 
 /// An idle GPU seen every minute from 00:00 to 06:00 reports XID 79 (fallen off the bus) from
 /// 02:00 until its reset at 03:00, then 0 again. Hour 02 is `fault` (3600 s, 2.00 at 2.00 per
-/// GPU-hour); the other five hours are `unexplained` (10.00). The readings come scrape-grouped
-/// in one file and family-grouped in another: the same ledger.
+/// GPU-hour); the other five hours are `unexplained` (10.00). The readings come
+/// scrape-grouped in one file, family-grouped in another and as remote-write: the same ledger.
 #[test]
 fn an_xid_79_is_fault_time() {
-    for family_grouped in [false, true] {
+    for shape in [
+        Shape::ScrapeGrouped,
+        Shape::FamilyGrouped,
+        Shape::RemoteWrite,
+    ] {
         for ledger in ledgers() {
             declare_node(&ledger, "h2", "2.00");
-            let mut lines: Vec<(usize, i64, String)> = Vec::new();
+            let mut samples: Vec<(usize, &str, i64, f64)> = Vec::new();
             for t in (0..6 * 3600).step_by(60) {
                 let xid = if (2 * 3600..3 * 3600).contains(&t) {
-                    79
+                    79.0
                 } else {
-                    0
+                    0.0
                 };
                 for (family, name, value) in [
-                    (0, "DCGM_FI_DEV_XID_ERRORS", xid.to_string()),
-                    (1, "DCGM_FI_PROF_SM_ACTIVE", "0".to_string()),
-                    (2, "DCGM_FI_DEV_POWER_USAGE", "60".to_string()),
+                    (0, "DCGM_FI_DEV_XID_ERRORS", xid),
+                    (1, "DCGM_FI_PROF_SM_ACTIVE", 0.0),
+                    (2, "DCGM_FI_DEV_POWER_USAGE", 60.0),
                 ] {
-                    lines.push((
-                        family,
-                        t,
-                        format!(
-                            r#"{name}{{gpu="0",UUID="GPU-h2-0",Hostname="h2"}} {value} {}"#,
-                            ms(t)
-                        ),
-                    ));
+                    samples.push((family, name, t, value));
                 }
             }
-            if family_grouped {
-                lines.sort_by_key(|(family, t, _)| (*family, *t));
-            }
-            let text: String = lines.iter().map(|(_, _, l)| format!("{l}\n")).collect();
-            ingest_text(&ledger, "dcgm", "xid.prom", &text);
+            land(&ledger, shape, samples);
             build(&ledger);
             let hours = ledger.sql(
                 "SELECT extract(hour FROM hour) AS h, sum(fault_seconds) AS fault,
@@ -217,7 +210,7 @@ fn an_xid_79_is_fault_time() {
                     }
                 })
                 .collect();
-            assert_eq!(hours, expected, "[{}] {family_grouped}", ledger.backend);
+            assert_eq!(hours, expected, "[{}] {shape:?}", ledger.backend);
             let buckets = buckets(&ledger, "true");
             assert_eq!(
                 buckets,
@@ -225,9 +218,63 @@ fn an_xid_79_is_fault_time() {
                     ("fault".to_string(), 2.0),
                     ("unexplained".to_string(), 10.0)
                 ],
-                "[{}]",
+                "[{}] {shape:?}",
                 ledger.backend
             );
         }
     }
+}
+
+/// How the same readings reach the lake.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    /// Exposition text, each scrape's families together (dcgm-exporter's own order).
+    ScrapeGrouped,
+    /// Exposition text, each family's samples together across scrapes.
+    FamilyGrouped,
+    /// Prometheus remote-write to `serve`: one series at a time, all its samples.
+    RemoteWrite,
+}
+
+/// Lands `(family, metric, seconds after midnight, value)` readings of GPU 0 of node h2.
+fn land(ledger: &Ledger, shape: Shape, mut samples: Vec<(usize, &str, i64, f64)>) {
+    const LABELS: [(&str, &str); 3] = [("gpu", "0"), ("UUID", "GPU-h2-0"), ("Hostname", "h2")];
+    if !matches!(shape, Shape::ScrapeGrouped) {
+        samples.sort_by_key(|(family, _, t, _)| (*family, *t));
+    }
+    if let Shape::RemoteWrite = shape {
+        let mut request = Vec::new();
+        for family in samples.chunk_by(|a, b| a.0 == b.0) {
+            let mut labels = vec![("__name__", family[0].1)];
+            labels.extend(LABELS);
+            let points: Vec<(f64, i64)> = family.iter().map(|s| (s.3, ms(s.2))).collect();
+            protobuf::bytes(&mut request, 1, &protobuf::time_series(&labels, &points));
+        }
+        let collector = ledger.token("ingest", None);
+        let server = ledger.serve(&[]);
+        let response = server
+            .http
+            .post(server.url("/v1/prom/write?cluster=demo"))
+            .bearer_auth(&collector)
+            .header("Content-Encoding", "snappy")
+            .header("Content-Type", "application/x-protobuf")
+            .body(snap::raw::Encoder::new().compress_vec(&request).unwrap())
+            .send()
+            .unwrap();
+        assert_eq!(
+            response.status().as_u16(),
+            202,
+            "{}",
+            response.text().unwrap()
+        );
+        return;
+    }
+    let text: String = samples
+        .iter()
+        .map(|(_, name, t, value)| {
+            let labels: Vec<String> = LABELS.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+            format!("{name}{{{}}} {value} {}\n", labels.join(","), ms(*t))
+        })
+        .collect();
+    ingest_text(ledger, "dcgm", "xid.prom", &text);
 }
