@@ -12,7 +12,7 @@
 //!   carry several cost centers counts for the greatest by name, so nothing is counted twice.
 
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch};
-use arrow::datatypes::{DataType, Float64Type, TimeUnit, TimestampMicrosecondType};
+use arrow::datatypes::{DataType, Float64Type, TimestampMicrosecondType};
 use datafusion::catalog::TableFunctionArgs;
 use datafusion::common::{JoinType, ScalarValue};
 use datafusion::functions_aggregate::expr_fn::{max, sum};
@@ -242,11 +242,8 @@ pub async fn costs(ctx: &SessionContext, query: &CostsQuery) -> Result<Vec<CostR
         let list = values.iter().map(|v| lit(v.as_str())).collect();
         hours = hours.filter(col(dimension.as_str()).in_list(list, false))?;
     }
-    let window = cast(
-        date_trunc(lit(query.step.name()), col("hour")),
-        DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-    )
-    .alias("window_start");
+    // `hour` is Timestamp(µs, UTC), and so is its truncation.
+    let window = date_trunc(lit(query.step.name()), col("hour")).alias("window_start");
     let mut groups = vec![window];
     groups.extend(
         query

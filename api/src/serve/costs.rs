@@ -25,7 +25,7 @@ use crate::cli::OutputFormat;
 use crate::error::{ApiError, Problem, QueryParams};
 use crate::output::write_batches;
 
-pub(super) const MICROS_PER_DAY: i64 = 86_400_000_000;
+pub(super) use gpuledger_ledger::time::MICROS_PER_DAY;
 
 /// A table function served over a window.
 struct Function {
