@@ -296,7 +296,7 @@ fn over_http_a_redelivery_says_whether_it_changed_anything() {
 fn an_export_without_mandatory_columns_says_which_it_lacks() {
     let ledger = ledgers().remove(0);
     let dir = tempfile::tempdir().unwrap();
-    // ChargePeriodEnd is the one column beyond the costs that the ledger cannot do without.
+    // Without a ChargePeriodEnd column no line has a period: the file is not FOCUS.
     let bare = dir.path().join("bare.csv");
     std::fs::write(
         &bare,

@@ -263,20 +263,30 @@ impl Catalog {
             Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
         }
         let reads = match backend {
-            Backend::Sqlite if url.contains(":memory:") => pool.clone(),
+            // One in-memory database per pool: the reads share the writer's connection.
+            Backend::Sqlite if url.contains(":memory:") || url.contains("mode=memory") => {
+                pool.clone()
+            }
             Backend::Sqlite => {
                 // In WAL mode readers see the last commit while a write is under way, instead of
-                // waiting for it. The mode is kept in the file: later opens find it set.
-                if let Err(error) = sqlx::query("PRAGMA journal_mode = WAL")
-                    .execute(&pool)
-                    .await
-                {
-                    tracing::warn!(%error, "the SQLite catalog stays in its journal mode: reads may wait for writes");
-                }
-                AnyPoolOptions::new()
-                    .max_connections(4)
-                    .connect(url)
+                // waiting for it (the writes live in catalog.db-wal beside the file until a
+                // checkpoint: back the catalog up with `VACUUM INTO`, not by copying the file).
+                // The mode is kept in the file; SQLite answers the mode it is in.
+                let mode: String = sqlx::query("PRAGMA journal_mode = WAL")
+                    .fetch_one(&pool)
                     .await?
+                    .try_get(0)?;
+                if mode.eq_ignore_ascii_case("wal") {
+                    AnyPoolOptions::new()
+                        .max_connections(4)
+                        .connect(url)
+                        .await?
+                } else {
+                    // Outside WAL mode a reader can hold up the writer's commit: keep the one
+                    // connection.
+                    tracing::warn!(%mode, "the SQLite catalog is not in WAL mode: authentication waits for writes");
+                    pool.clone()
+                }
             }
             Backend::Postgres => {
                 AnyPoolOptions::new()

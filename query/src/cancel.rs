@@ -1,12 +1,18 @@
 //! Stopping a query's work when its caller stops waiting (a time limit, a client gone).
 //!
-//! Aborting the query's task is not enough: tokio aborts a task only when it yields, and a
-//! CPU-bound operator can run for minutes between yields. A cross join pulls one batch from
-//! its input and then emits a batch per row of its other side, and the aggregate above it sums
-//! them in a loop that never waits. So every operator of a user's plan is wrapped in
-//! [`StopWhenCancelledExec`], which checks a [`Cancellation`] each time its output is pulled:
-//! once cancelled, the next batch any operator asks for is an error, and the plan unwinds
-//! within one batch of each operator's work.
+//! Aborting the query's task is not enough: tokio aborts a task only when it yields, and an
+//! operator can work for minutes between yields. A cross join pulls one batch from one side and
+//! then emits a batch for every row of the other, and the aggregate above it sums them in a loop
+//! that never waits; a nested-loop join whose filter matches nothing pulls batch after batch and
+//! emits none. The scans at the leaves yield to tokio's budget only every 128 batches. So every
+//! operator of a user's plan is wrapped in [`StopWhenCancelledExec`], which checks a
+//! [`Cancellation`] each time its output is pulled: once cancelled, the next batch any operator
+//! asks of another is an error, and the plan unwinds. (The wrappers show in `EXPLAIN ANALYZE`.)
+//!
+//! What this cannot stop is one operator's own work on what it already holds, between two
+//! pulls: sorting the batches it buffered, a window over its whole input, a table function
+//! computing its rows while the query is planned. The memory limit bounds that data, and the
+//! caller has its answer at the time limit all the same.
 
 use std::fmt;
 use std::pin::Pin;
@@ -72,6 +78,11 @@ impl ExecutionPlan for StopWhenCancelledExec {
 
     fn properties(&self) -> &Arc<PlanProperties> {
         self.input.properties()
+    }
+
+    /// `plan.is::<HashJoinExec>()` and the like see the operator inside.
+    fn downcast_delegate(&self) -> Option<&dyn ExecutionPlan> {
+        Some(self.input.as_ref())
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
