@@ -1,13 +1,14 @@
 //! `gpuledger serve` over the PostgreSQL wire protocol, driven by the real clients: `psql`
 //! (its catalog commands, a ledger query, errors with their SQLSTATE, TLS) and Python's psycopg
-//! (parameters over the extended protocol, and the types it reads back).
+//! (parameters over the extended protocol, and the types it reads back), and what clients send
+//! besides queries: session statements, settings, cursors.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Output};
 
 use crate::golden::{load_worked_example, run_ok};
-use crate::support::{Server, describe, ledgers};
+use crate::support::{Ledger, Server, describe, ledgers};
 
 /// `psql` connected to `server` as `token` (any user name), running each of `commands`, in
 /// unaligned output; `sslmode` as libpq takes it.
@@ -32,6 +33,15 @@ fn psql(server: &Server, token: &str, sslmode: &str, commands: &[&str]) -> Outpu
         command.args(["-c", c]);
     }
     command.output().expect("run psql (postgresql-client)")
+}
+
+/// The worked example's lake (SQLite catalog), a read token and `serve` on it.
+fn worked_example_served() -> (Ledger, String, Server) {
+    let ledger = ledgers().remove(0);
+    load_worked_example(&ledger);
+    let reader = ledger.token("read", None);
+    let server = ledger.serve(&[]);
+    (ledger, reader, server)
 }
 
 /// The standard output of `psql` running `commands`, which must succeed.
@@ -113,10 +123,7 @@ fn read_message(socket: &mut TcpStream) -> (u8, Vec<u8>) {
 
 #[test]
 fn psql_lists_describes_and_queries_the_ledger() {
-    let ledger = ledgers().remove(0);
-    load_worked_example(&ledger);
-    let reader = ledger.token("read", None);
-    let server = ledger.serve(&[]);
+    let (_ledger, reader, server) = worked_example_served();
 
     let tables = psql_ok(&server, &reader, &["\\dt"]);
     for table in ["gpu_hours", "cost_entries", "allocations", "billing_lines"] {
@@ -184,10 +191,7 @@ fn psql_lists_describes_and_queries_the_ledger() {
 /// asked) and reads timestamps, floats, decimals, NULLs and text as Python values.
 #[test]
 fn psycopg_binds_parameters_and_reads_every_type() {
-    let ledger = ledgers().remove(0);
-    load_worked_example(&ledger);
-    let reader = ledger.token("read", None);
-    let server = ledger.serve(&[]);
+    let (_ledger, reader, server) = worked_example_served();
 
     let script = r#"
 import sys, datetime, decimal, psycopg
@@ -454,5 +458,114 @@ with psycopg.connect(sys.argv[1]) as conn:
     assert_eq!(
         psycopg(&server, &reader, script),
         "[('a', Decimal('608.000000000000')), ('b', Decimal('456.000000000000'))]\n"
+    );
+}
+
+/// What PostgreSQL clients send besides queries (issue 20): session statements, settings,
+/// the user registers, introspection functions, PostgreSQL's `to_char` and cursors, over psql.
+#[test]
+fn psql_gets_postgres_answers_to_what_clients_send() {
+    let (_ledger, reader, server) = worked_example_served();
+    let out = psql_ok(
+        &server,
+        &reader,
+        &[
+            "DEALLOCATE ALL",
+            "DISCARD ALL",
+            "select current_setting('server_version') as v, current_setting('server_version_num') as n, \
+             current_setting('default_transaction_read_only') as ro, current_setting('no.such', true) is null as missing",
+            "show server_version",
+            "select version() like 'PostgreSQL 16.6 on gpuledger %' as postgres",
+            "select current_user as cu, session_user, user",
+            "select pg_is_in_recovery() as standby, obj_description(1259, 'pg_class') is null as no_comment, \
+             col_description(1259, 1) is null as no_column_comment",
+            // The worked example's first GPU-hour is 2026-11-02 00:00 UTC, a Monday of ISO week 45.
+            "select to_char(min(hour), 'YYYY-MM-DD HH24:MI') as pg, to_char(min(hour), 'FMDay \"week\" IW') as words, \
+             to_char(min(hour), '%Y/%m/%d') as chrono from gpu_hours",
+            "BEGIN",
+            // nlp 12 GPU-hour rows, unattributed 1, vision 6, and 31 with no team (idle).
+            "DECLARE hours CURSOR FOR select team, count(*) as n from gpu_hours group by team order by team",
+            "FETCH 1 FROM hours",
+            "FETCH ALL FROM hours",
+            "FETCH NEXT FROM hours",
+            "CLOSE hours",
+            "COMMIT",
+        ],
+    );
+    assert_eq!(
+        out,
+        "DEALLOCATE ALL\n\
+         DISCARD ALL\n\
+         v|n|ro|missing\n16.6|160006|on|t\n(1 row)\n\
+         server_version\n16.6\n(1 row)\n\
+         postgres\nt\n(1 row)\n\
+         cu|session_user|user\nanalyst|analyst|analyst\n(1 row)\n\
+         standby|no_comment|no_column_comment\nf|t|t\n(1 row)\n\
+         pg|words|chrono\n2026-11-02 00:00|Monday week 45|2026/11/02\n(1 row)\n\
+         BEGIN\n\
+         DECLARE CURSOR\n\
+         team|n\nnlp|12\n(1 row)\n\
+         team|n\nunattributed|1\nvision|6\n|31\n(3 rows)\n\
+         team|n\n(0 rows)\n\
+         CLOSE CURSOR\n\
+         COMMIT\n"
+    );
+    assert_eq!(
+        psql_sqlstate(&server, &reader, "select current_setting('shared_buffers')"),
+        "42704"
+    );
+    assert_eq!(
+        psql_sqlstate(&server, &reader, "FETCH 1 FROM nowhere"),
+        "34000"
+    );
+    // A cursor's query is refused like any other that writes, and limited like any other.
+    assert_eq!(
+        psql_sqlstate(
+            &server,
+            &reader,
+            "DECLARE c CURSOR FOR select * from generate_series(1, 100000000) a cross join generate_series(1, 100) b"
+        ),
+        "54000"
+    );
+}
+
+/// psycopg's named (server-side) cursors with parameters, and the statement-cache clean-up it
+/// and connection pools send.
+#[test]
+fn psycopg_reads_through_a_named_cursor() {
+    let (ledger, reader, server) = worked_example_served();
+    let script = r#"
+import sys, psycopg
+with psycopg.connect(sys.argv[1]) as conn:
+    direct = conn.execute(
+        "select team, workload, seconds from allocations order by team, start_time, workload").fetchall()
+    with conn.cursor(name="allocations") as cur:
+        cur.execute("select team, workload, seconds from allocations order by team, start_time, workload")
+        first = cur.fetchmany(2)
+        rest = cur.fetchall()
+        print(len(direct), first + rest == direct, [d.name for d in cur.description])
+    with conn.cursor(name="vision") as cur:
+        cur.execute("select count(*) from gpu_hours where team = %s", ("vision",))
+        print(cur.fetchone())
+    conn.execute("DEALLOCATE ALL")
+    conn.execute("DISCARD ALL")
+    # Prepared again after the clean-up, under the names psycopg reuses.
+    for team in ["nlp", "vision"]:
+        print(conn.execute("select count(*) from gpu_hours where team = %s", (team,), prepare=True).fetchone())
+    # Each open cursor keeps its rows: a connection holds a few at once.
+    declared = 0
+    try:
+        for i in range(5):
+            conn.execute(f"DECLARE c{i} CURSOR FOR select 1")
+            declared += 1
+    except psycopg.Error as e:
+        print(declared, e.diag.sqlstate)
+        conn.rollback()
+"#;
+    let printed = psycopg(&server, &reader, script);
+    let rows = ledger.scalar("select count(*) from allocations");
+    assert_eq!(
+        printed,
+        format!("{rows} True ['team', 'workload', 'seconds']\n(6,)\n(12,)\n(6,)\n4 54000\n")
     );
 }

@@ -164,6 +164,7 @@ fn query_class(error: &QueryError) -> Class {
             "57014",
             "Query time limit exceeded",
         ),
+        QueryError::UnknownSetting(_) => class(StatusCode::BAD_REQUEST, "42704", "Unknown setting"),
         QueryError::StatementTooComplex(_) => {
             class(StatusCode::BAD_REQUEST, "54001", "Statement too complex")
         }

@@ -35,6 +35,10 @@ pub enum QueryError {
         limit: u64,
     },
 
+    /// A setting PostgreSQL does not have, asked for by name (`current_setting`).
+    #[error("{0}")]
+    UnknownSetting(String),
+
     #[error("the query ran longer than its limit of {}s and was stopped", .0.as_secs_f64())]
     Timeout(std::time::Duration),
 

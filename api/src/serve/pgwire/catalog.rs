@@ -31,11 +31,13 @@ use pgwire::error::PgWireResult;
 use super::pg_error;
 use crate::error::ApiError;
 
-/// Installs `pg_catalog`; the returned hook answers `\df` with the functions `ctx` has now.
+/// Installs `pg_catalog` and PostgreSQL's session functions; the returned hook answers `\df`
+/// with the functions `ctx` had before (the ledger's, not PostgreSQL's).
 pub fn install(ctx: &SessionContext) -> Result<DescribeFunctions, ApiError> {
     let functions = DescribeFunctions::new(ctx).map_err(QueryError::from)?;
     setup_pg_catalog(ctx, CATALOG_NAME, EmptyContextProvider)
         .map_err(|error| ApiError::Query(QueryError::DataFusion(*error)))?;
+    super::postgres::register_functions(ctx);
     Ok(functions)
 }
 

@@ -3,7 +3,10 @@
 //!
 //! - `startup.rs`: the password is an API token; each connection gets its own session for it;
 //! - `query.rs`: the simple and the extended query protocol, read-only and under the SQL limits;
-//! - `catalog.rs`: `pg_catalog` on each session, with the ledger's functions in `pg_proc`.
+//! - `catalog.rs`: `pg_catalog` on each session, with the ledger's functions in `pg_proc`;
+//! - `cursors.rs`: `DECLARE … CURSOR`, `FETCH`, `CLOSE`, under the same limits;
+//! - `postgres.rs`: PostgreSQL's own session surface (`current_setting`, `SHOW`, the user
+//!   registers, `DEALLOCATE`, `DISCARD`, `version()`, …), as PostgreSQL answers it.
 //!
 //! Built on `datafusion-postgres` (its `pg_catalog`, its rewrites of the clients' start-up
 //! queries, its `SET`/`SHOW`/transaction hooks, its Arrow-to-Postgres encoding) and `pgwire`.
@@ -11,6 +14,8 @@
 //! `gpuledger_query::user_query`, like HTTP's, and every error carries `ApiError`'s SQLSTATE.
 
 mod catalog;
+mod cursors;
+mod postgres;
 mod query;
 mod startup;
 

@@ -39,7 +39,7 @@ use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
 
-use super::{Connection, catalog, pg_error};
+use super::{Connection, catalog, cursors, pg_error, postgres};
 use crate::error::ApiError;
 
 /// A parsed statement as datafusion-postgres keeps it: its text, and the statement with its plan.
@@ -52,6 +52,9 @@ pub enum Statement {
     /// A statement with parameters that does not plan without their values (a table
     /// function's arguments): planned once they are bound.
     Unplanned(Box<ast::Statement>),
+    /// A statement about the session itself, answered by [`postgres`] (`DEALLOCATE`, `DISCARD`,
+    /// `SHOW` of a setting).
+    Session(Box<ast::Statement>),
 }
 
 /// The highest `$n` in `statement`: how many parameters it takes.
@@ -100,7 +103,9 @@ fn with_values(
 
 /// What a connection queries once its token is known.
 pub struct Session {
-    ctx: Arc<SessionContext>,
+    pub(super) ctx: Arc<SessionContext>,
+    /// The names of the cursors declared on this connection (see [`super::cursors`]).
+    pub(super) cursors: std::sync::Mutex<std::collections::HashSet<String>>,
     hooks: Vec<Arc<dyn QueryHook>>,
     parser: Arc<Parser>,
     sql_parser: Arc<PostgresCompatibilityParser>,
@@ -120,6 +125,7 @@ impl Session {
         Ok(Self {
             parser: service.query_parser(),
             ctx,
+            cursors: Default::default(),
             hooks,
             sql_parser: Arc::new(PostgresCompatibilityParser::new()),
         })
@@ -146,18 +152,24 @@ fn session(cell: &OnceLock<Session>) -> PgWireResult<&Session> {
 /// [`sandbox`] (a statement past them is dropped there, on a large stack), and changing no
 /// setting but the allowed ones (`SET "datafusion"."runtime"."memory_limit"` is refused however
 /// it is quoted). A syntax error is [`parse_error`]'s to explain.
-async fn parse_checked(session: &Session, sql: &str) -> PgWireResult<Vec<ast::Statement>> {
+async fn parse_checked(
+    session: &Session,
+    sql: &str,
+    client: &(dyn ClientInfo + Send + Sync),
+) -> PgWireResult<Vec<ast::Statement>> {
     use datafusion::sql::sqlparser::parser::ParserError;
 
     let parser = Arc::clone(&session.sql_parser);
     let text = sql.to_string();
+    let client = client.metadata().clone();
     let parsed = runtime::run_sync(move || {
         sandbox::check_text(&text)?;
         match parser.parse(&text) {
-            Ok(statements) => {
-                for statement in &statements {
+            Ok(mut statements) => {
+                for statement in &mut statements {
                     sandbox::check_statement(statement)?;
                     sandbox::check_setting(statement)?;
+                    postgres::rewrite(statement, &client)?;
                 }
                 Ok(Ok(statements))
             }
@@ -193,6 +205,18 @@ async fn plan_statement(
     .await
 }
 
+/// Plans a checked `statement` and refuses it unless it only reads.
+pub(super) async fn plan_read_only(
+    session: &Session,
+    statement: ast::Statement,
+) -> PgWireResult<LogicalPlan> {
+    let plan = plan_statement(session, statement)
+        .await
+        .map_err(|error| pg_error(error.into()))?;
+    refuse_unless_read_only(&plan).map_err(|error| pg_error(error.into()))?;
+    Ok(plan)
+}
+
 /// A statement that the PostgreSQL parser or the planner does not take may be DataFusion's own
 /// DDL (`CREATE EXTERNAL TABLE`, `COPY … TO … STORED AS`): planned as DataFusion SQL, it is
 /// refused for what it is (42501); anything else keeps its first error.
@@ -205,7 +229,7 @@ async fn parse_error(ctx: &SessionContext, sql: &str, error: PgWireError) -> PgW
 
 impl Connection {
     /// Runs a read-only `plan` under the limits and encodes its rows in `format`.
-    async fn run<C: ClientInfo>(
+    pub(super) async fn run<C: ClientInfo>(
         &self,
         client: &C,
         ctx: &SessionContext,
@@ -246,12 +270,28 @@ impl SimpleQueryHandler for Connection {
     {
         self.check_token().await?;
         let session = session(&self.session)?;
-        let statements = parse_checked(session, query).await?;
+        let statements = parse_checked(session, query, &*client).await?;
         if statements.is_empty() {
             return Ok(vec![Response::EmptyQuery]);
         }
         let mut responses = Vec::with_capacity(statements.len());
         'statements: for statement in statements {
+            if let Some(response) = postgres::answer_session_statement(
+                &statement,
+                &session.ctx,
+                client.metadata(),
+                client.portal_store(),
+                &Format::UnifiedText,
+            )
+            .await
+            {
+                responses.push(response?);
+                continue;
+            }
+            if cursors::is_cursor_statement(&statement) {
+                responses.push(self.cursor_statement(&*client, session, &statement).await?);
+                continue;
+            }
             for hook in &session.hooks {
                 if let Some(response) = hook
                     .handle_simple_query(&statement, &session.ctx, client)
@@ -313,6 +353,22 @@ impl ExtendedQueryHandler for Connection {
                     .run(client, &session.ctx, plan, &portal.result_column_format)
                     .await;
             }
+            Statement::Session(statement) => {
+                if cursors::is_cursor_statement(statement) {
+                    // A DECLARE's query may take parameters: their values go in as literals.
+                    let statement = bound(portal, statement)?;
+                    return self.cursor_statement(&*client, session, &statement).await;
+                }
+                let answer = postgres::answer_session_statement(
+                    statement,
+                    &session.ctx,
+                    client.metadata(),
+                    client.portal_store(),
+                    &portal.result_column_format,
+                )
+                .await;
+                return answer.unwrap_or(Ok(Response::EmptyQuery));
+            }
         };
         // The hooks' statements (SET, SHOW, BEGIN, …) take no parameters.
         let no_parameters = ParamValues::List(Vec::new());
@@ -335,7 +391,7 @@ impl ExtendedQueryHandler for Connection {
 
     async fn do_describe_portal<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         portal: &Portal<Statement>,
     ) -> PgWireResult<DescribePortalResponse>
     where
@@ -351,7 +407,13 @@ impl ExtendedQueryHandler for Connection {
                 let plan = plan_with_values(session, portal, statement).await?;
                 arrow_schema_to_pg_fields(plan.schema().as_arrow(), format, None)?
             }
-            planned => self.parser.get_result_schema(planned, Some(format))?,
+            Statement::Session(statement) => match statement.as_ref() {
+                ast::Statement::Fetch { name, .. } => {
+                    cursors::cursor_columns(self, client, &name.value, format)?
+                }
+                _ => postgres::session_statement_columns(statement, format)?,
+            },
+            other => self.parser.get_result_schema(other, Some(format))?,
         };
         Ok(DescribePortalResponse::new(fields))
     }
@@ -363,16 +425,20 @@ async fn plan_with_values(
     portal: &Portal<Statement>,
     statement: &ast::Statement,
 ) -> PgWireResult<LogicalPlan> {
+    plan_read_only(session, bound(portal, statement)?).await
+}
+
+/// `statement` with the portal's parameter values in place of `$n`.
+fn bound(portal: &Portal<Statement>, statement: &ast::Statement) -> PgWireResult<ast::Statement> {
+    let count = parameter_count(statement);
+    if count == 0 {
+        return Ok(statement.clone());
+    }
     // Sent as text, parameters of unknown type arrive as strings; the function parses them.
-    let unknown = vec![Type::UNKNOWN; parameter_count(statement)];
+    let unknown = vec![Type::UNKNOWN; count];
     let unknown: Vec<Option<&Type>> = unknown.iter().map(Some).collect();
     let values = deserialize_parameters_with_server_types(portal, &[], &unknown)?;
-    let statement = with_values(statement.clone(), &values)?;
-    let plan = plan_statement(session, statement)
-        .await
-        .map_err(|error| pg_error(error.into()))?;
-    refuse_unless_read_only(&plan).map_err(|error| pg_error(error.into()))?;
-    Ok(plan)
+    with_values(statement.clone(), &values)
 }
 
 /// The portal's parameter values, typed as the client sent them, else as the plan infers them.
@@ -427,12 +493,17 @@ impl QueryParser for ReadOnlyParser {
         C: ClientInfo + Unpin + Send + Sync,
     {
         let session = session(&self.session)?;
-        let mut statements = parse_checked(session, sql).await?;
+        let mut statements = parse_checked(session, sql, client).await?;
         if statements.is_empty() {
             return Ok(None);
         }
         // The extended protocol takes one statement, as datafusion-postgres's parser does.
         let statement = statements.swap_remove(0);
+        if cursors::is_cursor_statement(&statement)
+            || postgres::is_session_statement(&statement, client.metadata())
+        {
+            return Ok(Some(Statement::Session(Box::new(statement))));
+        }
         let text = statement.to_string();
         for hook in &session.hooks {
             if let Some(plan) = hook
@@ -462,6 +533,7 @@ impl QueryParser for ReadOnlyParser {
                 session(&self.session)?.parser.get_parameter_types(planned)
             }
             Statement::Unplanned(statement) => Ok(vec![Type::UNKNOWN; parameter_count(statement)]),
+            Statement::Session(statement) => Ok(vec![Type::UNKNOWN; parameter_count(statement)]),
         }
     }
 
@@ -476,6 +548,10 @@ impl QueryParser for ReadOnlyParser {
                 .parser
                 .get_result_schema(planned, column_format),
             Statement::Unplanned(_) => Ok(Vec::new()),
+            Statement::Session(statement) => postgres::session_statement_columns(
+                statement,
+                column_format.unwrap_or(&Format::UnifiedText),
+            ),
         }
     }
 }

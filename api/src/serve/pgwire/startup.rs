@@ -81,6 +81,7 @@ impl Connection {
 /// What the server says of itself after start-up: an ordinary user whose transactions only read.
 fn server_parameters() -> DefaultServerParameterProvider {
     let mut parameters = DefaultServerParameterProvider::default();
+    parameters.server_version = super::postgres::SERVER_VERSION.to_string();
     parameters.is_superuser = false;
     parameters.default_transaction_read_only = true;
     parameters

@@ -1,0 +1,399 @@
+//! PostgreSQL's own session surface, answered as PostgreSQL answers it, for what
+//! datafusion-postgres leaves out:
+//!
+//! - the settings clients read: `current_setting(name [, missing_ok])` and `SHOW name`, from the
+//!   connection (what the client set at start-up or with `SET`) and the server's constants, one
+//!   table for both, so that `server_version` says 16.6 everywhere;
+//! - the special registers `current_user`, `session_user`, `user` and `current_role`: the name
+//!   the client logged in with;
+//! - `DEALLOCATE` and `DISCARD`, which connection pools and psycopg send to clean up the
+//!   client's prepared statements and portals (nothing else of a session is kept);
+//! - functions clients call while looking around: `version()`, `pg_is_in_recovery()` (false:
+//!   there is no standby), `obj_description`, `col_description` and `shobj_description` (NULL:
+//!   no object has a comment).
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::error::DataFusionError;
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
+};
+use datafusion::prelude::SessionContext;
+use datafusion::sql::sqlparser::ast::{
+    self, DiscardObject, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, Query,
+    SelectItem, SetExpr, Statement, Value, VisitMut, VisitorMut,
+};
+use datafusion_postgres::arrow_pg::datatypes::arrow_schema_to_pg_fields;
+use datafusion_postgres::arrow_pg::datatypes::df::encode_dataframe;
+use datafusion_postgres::pgwire;
+use gpuledger_query::QueryError;
+use pgwire::api::portal::Format;
+use pgwire::api::results::{FieldInfo, Response, Tag};
+use pgwire::api::store::PortalStore;
+use pgwire::error::PgWireResult;
+
+use super::pg_error;
+
+/// The PostgreSQL version the server speaks for: the protocol, `pg_catalog` and the functions
+/// clients look for are 16's.
+pub const SERVER_VERSION: &str = "16.6";
+const SERVER_VERSION_NUM: &str = "160006";
+
+/// A setting as `current_setting` and `SHOW` give it; `None` when PostgreSQL has no such setting.
+/// `client` holds what the client sent at start-up and set since (keys as sent).
+pub fn setting(name: &str, client: &HashMap<String, String>) -> Option<String> {
+    let from_client = |key: &str, default: &str| {
+        client
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map_or_else(|| default.to_string(), |(_, v)| v.clone())
+    };
+    Some(match name.to_ascii_lowercase().as_str() {
+        "server_version" => SERVER_VERSION.into(),
+        "server_version_num" => SERVER_VERSION_NUM.into(),
+        "server_encoding" => "UTF8".into(),
+        "client_encoding" => from_client("client_encoding", "UTF8"),
+        "datestyle" => from_client("datestyle", "ISO, MDY"),
+        "intervalstyle" => from_client("intervalstyle", "postgres"),
+        "timezone" => from_client("timezone", "UTC"),
+        "application_name" => from_client("application_name", ""),
+        "search_path" => from_client("search_path", "\"$user\", public"),
+        "extra_float_digits" => from_client("extra_float_digits", "1"),
+        "bytea_output" => from_client("bytea_output", "hex"),
+        "lc_messages" => from_client("lc_messages", "C"),
+        "session_authorization" => from_client(pgwire::api::METADATA_USER, ""),
+        "integer_datetimes" | "standard_conforming_strings" => "on".into(),
+        // Every transaction only reads.
+        "default_transaction_read_only" | "transaction_read_only" => "on".into(),
+        "is_superuser" => "off".into(),
+        // Each statement sees the catalog as committed when it starts.
+        "transaction_isolation" | "default_transaction_isolation" => "read committed".into(),
+        "max_identifier_length" => "63".into(),
+        _ => return None,
+    })
+}
+
+/// The functions of this module, for a connection's session.
+pub fn register_functions(ctx: &SessionContext) {
+    let version = format!(
+        "PostgreSQL {SERVER_VERSION} on gpuledger {} (Apache DataFusion {})",
+        env!("CARGO_PKG_VERSION"),
+        datafusion::DATAFUSION_VERSION
+    );
+    let text = |value: Option<String>| ScalarValue::Utf8(value);
+    for (name, arities, value) in [
+        ("version", vec![0], text(Some(version))),
+        (
+            "pg_is_in_recovery",
+            vec![0],
+            ScalarValue::Boolean(Some(false)),
+        ),
+        ("obj_description", vec![1, 2], text(None)),
+        ("col_description", vec![2], text(None)),
+        ("shobj_description", vec![2], text(None)),
+    ] {
+        ctx.register_udf(ScalarUDF::new_from_impl(Constant::new(
+            name, &arities, value,
+        )));
+    }
+}
+
+/// A function whose answer is the same for any arguments.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Constant {
+    name: &'static str,
+    signature: Signature,
+    value: ScalarValue,
+}
+
+impl Constant {
+    fn new(name: &'static str, arities: &[usize], value: ScalarValue) -> Self {
+        let forms = arities
+            .iter()
+            .map(|&n| {
+                if n == 0 {
+                    TypeSignature::Nullary
+                } else {
+                    TypeSignature::Any(n)
+                }
+            })
+            .collect();
+        Self {
+            name,
+            signature: Signature::one_of(forms, Volatility::Stable),
+            value,
+        }
+    }
+}
+
+impl ScalarUDFImpl for Constant {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(self.value.data_type())
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        Ok(ColumnarValue::Scalar(self.value.clone()))
+    }
+}
+
+/// Rewrites what the connection answers itself: `current_setting(…)` and the user registers
+/// become literals (a bare call in a select list keeps PostgreSQL's column name).
+pub fn rewrite(
+    statement: &mut Statement,
+    client: &HashMap<String, String>,
+) -> Result<(), QueryError> {
+    let mut rewriter = Rewriter { client };
+    match statement.visit(&mut rewriter) {
+        ControlFlow::Continue(()) => Ok(()),
+        ControlFlow::Break(error) => Err(error),
+    }
+}
+
+struct Rewriter<'a> {
+    client: &'a HashMap<String, String>,
+}
+
+/// The special registers PostgreSQL writes without parentheses (datafusion-postgres renames
+/// `current_user` to `session_user` before this sees it).
+const USER_REGISTERS: [&str; 4] = ["current_user", "session_user", "user", "current_role"];
+
+/// The name a bare call of a register or `current_setting` gets as a column in PostgreSQL.
+fn column_name(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Function(function) => {
+            let name = function_name(function)?;
+            (USER_REGISTERS.contains(&name.as_str()) || name == "current_setting").then_some(name)
+        }
+        Expr::Identifier(ident) if is_user_register(ident) => Some(ident.value.to_lowercase()),
+        _ => None,
+    }
+}
+
+fn function_name(function: &ast::Function) -> Option<String> {
+    match function.name.0.as_slice() {
+        [name] => Some(name.as_ident()?.value.to_lowercase()),
+        [schema, name] if schema.as_ident()?.value.eq_ignore_ascii_case("pg_catalog") => {
+            Some(name.as_ident()?.value.to_lowercase())
+        }
+        _ => None,
+    }
+}
+
+fn is_user_register(ident: &Ident) -> bool {
+    ident.quote_style.is_none()
+        && USER_REGISTERS
+            .iter()
+            .any(|register| ident.value.eq_ignore_ascii_case(register))
+}
+
+fn literal(value: Option<String>) -> Expr {
+    Expr::value(match value {
+        Some(text) => Value::SingleQuotedString(text),
+        None => Value::Null,
+    })
+}
+
+impl VisitorMut for Rewriter<'_> {
+    type Break = QueryError;
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<QueryError> {
+        if let SetExpr::Select(select) = query.body.as_mut() {
+            // DataFusion, unlike PostgreSQL, wants the columns' names unique: a name given again
+            // gets its place appended (datafusion-postgres has made `current_user`
+            // `session_user` before this sees it).
+            let mut given = std::collections::HashSet::new();
+            for (place, item) in select.projection.iter_mut().enumerate() {
+                if let SelectItem::UnnamedExpr(expr) = item
+                    && let Some(name) = column_name(expr)
+                {
+                    let name = if given.insert(name.clone()) {
+                        name
+                    } else {
+                        format!("{name}_{}", place + 1)
+                    };
+                    *item = SelectItem::ExprWithAlias {
+                        expr: expr.clone(),
+                        alias: Ident::with_quote('"', name),
+                    };
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<QueryError> {
+        let user = || literal(self.client.get(pgwire::api::METADATA_USER).cloned());
+        match expr {
+            Expr::Identifier(ident) if is_user_register(ident) => *expr = user(),
+            Expr::Function(function) => match function_name(function).as_deref() {
+                Some(name) if USER_REGISTERS.contains(&name) && no_arguments(&function.args) => {
+                    *expr = user();
+                }
+                Some("current_setting") => match self.current_setting(&function.args) {
+                    Ok(value) => *expr = literal(value),
+                    Err(error) => return ControlFlow::Break(error),
+                },
+                _ => {}
+            },
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+fn no_arguments(args: &FunctionArguments) -> bool {
+    match args {
+        FunctionArguments::None => true,
+        FunctionArguments::List(list) => list.args.is_empty(),
+        FunctionArguments::Subquery(_) => false,
+    }
+}
+
+impl Rewriter<'_> {
+    /// `current_setting(name [, missing_ok])` with literal arguments.
+    fn current_setting(&self, args: &FunctionArguments) -> Result<Option<String>, QueryError> {
+        let literals: Option<Vec<&Value>> = match args {
+            FunctionArguments::List(list) => list
+                .args
+                .iter()
+                .map(|arg| match arg {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(value))) => {
+                        Some(&value.value)
+                    }
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        };
+        let (name, missing_ok) = match literals.as_deref() {
+            Some([Value::SingleQuotedString(name)]) => (name, false),
+            Some([Value::SingleQuotedString(name), Value::Boolean(missing_ok)]) => {
+                (name, *missing_ok)
+            }
+            _ => {
+                return Err(QueryError::UnknownSetting(
+                    "current_setting takes a setting's name as a string literal, and optionally \
+                     missing_ok as true or false"
+                        .into(),
+                ));
+            }
+        };
+        match setting(name, self.client) {
+            Some(value) => Ok(Some(value)),
+            None if missing_ok => Ok(None),
+            None => Err(QueryError::UnknownSetting(format!(
+                "unrecognized configuration parameter \"{name}\""
+            ))),
+        }
+    }
+}
+
+/// Whether [`answer_session_statement`] answers `statement`.
+pub fn is_session_statement(statement: &Statement, client: &HashMap<String, String>) -> bool {
+    match statement {
+        Statement::Deallocate { .. } | Statement::Discard { .. } => true,
+        Statement::ShowVariable { variable } => shown_setting(variable, client).is_some(),
+        _ => false,
+    }
+}
+
+/// The setting a `SHOW` names, when it is one of [`setting`]'s: (column name, value).
+fn shown_setting(variable: &[Ident], client: &HashMap<String, String>) -> Option<(String, String)> {
+    let [name] = variable else {
+        return None;
+    };
+    let name = name.value.to_lowercase();
+    let value = setting(&name, client)?;
+    Some((name, value))
+}
+
+/// The columns a session statement answers with: a `SHOW`'s one text column, else none.
+pub fn session_statement_columns(
+    statement: &Statement,
+    format: &Format,
+) -> PgWireResult<Vec<FieldInfo>> {
+    match statement {
+        Statement::ShowVariable { variable } if variable.len() == 1 => {
+            let schema = shown_schema(&variable[0].value.to_lowercase());
+            arrow_schema_to_pg_fields(&schema, format, None)
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+fn shown_schema(name: &str) -> Schema {
+    Schema::new(vec![Field::new(name, DataType::Utf8, false)])
+}
+
+/// Answers the statements about the session itself (`DEALLOCATE`, `DISCARD`, and `SHOW` of a
+/// setting of [`setting`]), rows in `format`; `None` for any other.
+pub async fn answer_session_statement(
+    statement: &Statement,
+    ctx: &SessionContext,
+    client: &HashMap<String, String>,
+    store: &impl PortalStore,
+    format: &Format,
+) -> Option<PgWireResult<Response>> {
+    match statement {
+        Statement::Deallocate { name, .. } => {
+            if name.value.eq_ignore_ascii_case("all") && name.quote_style.is_none() {
+                // pgwire keeps no list of the statements to drop; a statement prepared again
+                // under a name replaces the one before, which is what a client that deallocated
+                // them all does next.
+                Some(Ok(Response::Execution(Tag::new("DEALLOCATE ALL"))))
+            } else {
+                store.rm_statement(&name.value);
+                Some(Ok(Response::Execution(Tag::new("DEALLOCATE"))))
+            }
+        }
+        Statement::Discard { object_type } => {
+            if matches!(object_type, DiscardObject::ALL) {
+                // `DISCARD ALL` closes every portal (cursor) of the session.
+                store.clear_portals();
+            }
+            Some(Ok(Response::Execution(Tag::new(&format!(
+                "DISCARD {object_type}"
+            )))))
+        }
+        Statement::ShowVariable { variable } => {
+            let (name, value) = shown_setting(variable, client)?;
+            Some(show(ctx, &name, value, format).await)
+        }
+        _ => None,
+    }
+}
+
+/// One row, one text column named after the setting, as PostgreSQL's `SHOW`.
+async fn show(
+    ctx: &SessionContext,
+    name: &str,
+    value: String,
+    format: &Format,
+) -> PgWireResult<Response> {
+    let schema = Arc::new(shown_schema(name));
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![value]))])
+        .map_err(|error| pg_error(QueryError::from(DataFusionError::from(error)).into()))?;
+    let frame = ctx
+        .read_batch(batch)
+        .map_err(|error| pg_error(QueryError::from(error).into()))?;
+    encode_dataframe(frame, format, None)
+        .await
+        .map(Response::Query)
+}
+
+#[cfg(test)]
+mod tests;
