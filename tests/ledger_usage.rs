@@ -251,22 +251,7 @@ fn land(ledger: &Ledger, shape: Shape, mut samples: Vec<(usize, &str, i64, f64)>
             protobuf::bytes(&mut request, 1, &protobuf::time_series(&labels, &points));
         }
         let collector = ledger.token("ingest", None);
-        let server = ledger.serve(&[]);
-        let response = server
-            .http
-            .post(server.url("/v1/prom/write?cluster=demo"))
-            .bearer_auth(&collector)
-            .header("Content-Encoding", "snappy")
-            .header("Content-Type", "application/x-protobuf")
-            .body(snap::raw::Encoder::new().compress_vec(&request).unwrap())
-            .send()
-            .unwrap();
-        assert_eq!(
-            response.status().as_u16(),
-            202,
-            "{}",
-            response.text().unwrap()
-        );
+        ledger.serve(&[]).remote_write(&collector, "demo", &request);
         return;
     }
     let text: String = samples

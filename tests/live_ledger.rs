@@ -299,22 +299,7 @@ fn every_input_over_http_reaches_the_ledger_without_a_build() {
         ] {
             protobuf::bytes(&mut request, 1, &series);
         }
-        let response = server
-            .http
-            .post(server.url("/v1/prom/write?cluster=live"))
-            .bearer_auth(&admin)
-            .header("Content-Encoding", "snappy")
-            .header("Content-Type", "application/x-protobuf")
-            .header("X-Prometheus-Remote-Write-Version", "0.1.0")
-            .body(snap::raw::Encoder::new().compress_vec(&request).unwrap())
-            .send()
-            .unwrap();
-        assert_eq!(
-            response.status().as_u16(),
-            202,
-            "{}",
-            response.text().unwrap()
-        );
+        server.remote_write(&admin, "live", &request);
     }
     // The afternoon from a scrape target whose exposition carries its samples' times.
     let labels = "gpu=\"0\",UUID=\"GPU-l4\",Hostname=\"l4-1\",modelName=\"NVIDIA L4\"";

@@ -313,6 +313,27 @@ impl Server {
         let status = response.status().as_u16();
         (status, response.json().unwrap_or(Value::Null))
     }
+
+    /// Pushes a Prometheus remote-write `request` (protobuf, see [`protobuf`]) for `cluster` as
+    /// `token`, snappy-compressed as Prometheus sends it; it must be accepted.
+    pub fn remote_write(&self, token: &str, cluster: &str, request: &[u8]) {
+        let response = self
+            .http
+            .post(self.url(&format!("/v1/prom/write?cluster={cluster}")))
+            .bearer_auth(token)
+            .header("Content-Encoding", "snappy")
+            .header("Content-Type", "application/x-protobuf")
+            .header("X-Prometheus-Remote-Write-Version", "0.1.0")
+            .body(snap::raw::Encoder::new().compress_vec(request).unwrap())
+            .send()
+            .unwrap();
+        assert_eq!(
+            response.status().as_u16(),
+            202,
+            "{}",
+            response.text().unwrap()
+        );
+    }
 }
 
 /// A metrics endpoint on a free local port that answers every scrape with `body`: its URL, and
