@@ -569,3 +569,41 @@ with psycopg.connect(sys.argv[1]) as conn:
         format!("{rows} True ['team', 'workload', 'seconds']\n(6,)\n(12,)\n(6,)\n4 54000\n")
     );
 }
+
+/// Cursor rows wait in the server's memory: each connection holds at most 4 cursors, and the
+/// whole server at most 4 × `--query-max-result-mb` of their rows, however many connect.
+#[test]
+fn cursors_hold_a_bounded_amount_of_rows_server_wide() {
+    let ledger = ledgers().remove(0);
+    let reader = ledger.token("read", None);
+    let server = ledger.serve(&["--query-max-result-mb", "1"]);
+    // 120,000 BIGINTs: 15 batches of at most 8,192 × 8 bytes, 0.94 MiB, under the 1 MiB a query
+    // may answer; four of them fit the server's 4 MiB of cursor rows, five do not.
+    let script = r#"
+import sys, time, psycopg
+series = "select value from generate_series(1, 120000)"
+a = psycopg.connect(sys.argv[1], autocommit=True)
+b = psycopg.connect(sys.argv[1], autocommit=True)
+for i in range(4):
+    a.execute(f"DECLARE a{i} CURSOR FOR {series}")
+try:
+    b.execute(f"DECLARE b0 CURSOR FOR {series}")
+    print("declared past the limit")
+except psycopg.Error as e:
+    print(e.diag.sqlstate)
+a.execute("CLOSE a0")
+b.execute(f"DECLARE b0 CURSOR FOR {series}")
+print(len(b.execute("FETCH ALL FROM b0").fetchall()))
+# A connection that ends gives its cursors' rows back.
+a.close()
+for i in range(1, 4):
+    for attempt in range(50):
+        try:
+            b.execute(f"DECLARE b{i} CURSOR FOR {series}")
+            break
+        except psycopg.Error:
+            time.sleep(0.1)
+print(sum(len(b.execute(f"FETCH ALL FROM b{i}").fetchall()) for i in range(1, 4)))
+"#;
+    assert_eq!(psycopg(&server, &reader, script), "53200\n120000\n360000\n");
+}

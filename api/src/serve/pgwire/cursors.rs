@@ -6,10 +6,13 @@
 //! rows, at most `--query-max-result-mb` of them, wait in a pgwire cursor portal of the cursor's
 //! name, so that `FETCH` hands them out and a client's Describe of that portal sees its columns.
 //! Cursors scan forward only; they last until `CLOSE`, `DISCARD ALL` or the end of the
-//! connection (`WITH HOLD` or not: a session here has no transaction to end them). A connection
-//! holds at most [`MAX_OPEN_CURSORS`] at once, so the rows it keeps waiting are bounded too.
+//! connection (`WITH HOLD` or not: a session here has no transaction to end them). Rows kept
+//! waiting are bounded twice: a connection holds at most [`MAX_OPEN_CURSORS`] cursors, and the
+//! whole server at most [`MAX_OPEN_CURSORS`] × `--query-max-result-mb` of cursor rows
+//! ([`HeldRows`]), so that many connections cannot add up to the machine's memory.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datafusion::sql::sqlparser::ast::{self, CloseCursor, DeclareType, FetchDirection, Value};
 use datafusion_postgres::pgwire;
@@ -22,10 +25,43 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::data::DataRow;
 
 use super::Connection;
-use super::query::{Session, Statement, plan_read_only};
+use super::query::{Session, Statement, plan_read_only, rows};
 
 /// Cursors one connection may hold open at once: each keeps up to `--query-max-result-mb` of rows.
 pub const MAX_OPEN_CURSORS: usize = 4;
+
+/// Bytes of rows all the server's cursors hold.
+static HELD_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// A cursor's share of [`HELD_BYTES`], given back when its rows are dropped (read to the end,
+/// closed, discarded, or the connection ends).
+struct HeldRows(usize);
+
+impl HeldRows {
+    fn reserve(bytes: usize, limit: usize) -> PgWireResult<Self> {
+        let before = HELD_BYTES.fetch_add(bytes, Ordering::SeqCst);
+        if before + bytes > limit {
+            HELD_BYTES.fetch_sub(bytes, Ordering::SeqCst);
+            return Err(error(
+                "53200",
+                format!(
+                    "the server's cursors hold {} MiB of rows, and this one's {} MiB would pass \
+                     their limit of {} MiB: CLOSE a cursor, or read without one",
+                    before >> 20,
+                    bytes.div_ceil(1 << 20),
+                    limit >> 20
+                ),
+            ));
+        }
+        Ok(Self(bytes))
+    }
+}
+
+impl Drop for HeldRows {
+    fn drop(&mut self) {
+        HELD_BYTES.fetch_sub(self.0, Ordering::SeqCst);
+    }
+}
 
 /// Whether `statement` is one of this module's.
 pub fn is_cursor_statement(statement: &ast::Statement) -> bool {
@@ -182,12 +218,14 @@ impl Connection {
         } else {
             Format::UnifiedText
         };
-        let Response::Query(rows) = self
-            .run(client, &session.ctx, plan.clone(), &format)
-            .await?
-        else {
-            unreachable!("a query answers rows")
-        };
+        let result = self.execute(&session.ctx, plan.clone()).await?;
+        let bytes = result
+            .batches
+            .iter()
+            .map(|batch| batch.get_array_memory_size())
+            .sum();
+        let limit = self.state.sql.limits.max_result_bytes * MAX_OPEN_CURSORS;
+        let rows = rows(client, result, &format, HeldRows::reserve(bytes, limit)?)?;
         let planned = Statement::Planned(Box::new((query.to_string(), Some((query, plan)))));
         let statement = Arc::new(StoredStatement::new(name.value.clone(), planned, vec![]));
         let mut portal = Portal::new_cursor(name.value.clone(), statement);

@@ -27,7 +27,7 @@ use datafusion_postgres::{DfSessionService, Parser, QueryHook, pgwire};
 use futures::Sink;
 use gpuledger_query::QueryError;
 use gpuledger_query::session::CATALOG_NAME;
-use gpuledger_query::user_query::{self, refuse_unless_read_only};
+use gpuledger_query::user_query::{self, QueryResult, refuse_unless_read_only};
 use gpuledger_query::{runtime, sandbox};
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
@@ -236,27 +236,42 @@ impl Connection {
         plan: LogicalPlan,
         format: &Format,
     ) -> PgWireResult<Response> {
-        let result = self
-            .state
+        let result = self.execute(ctx, plan).await?;
+        Ok(Response::Query(rows(client, result, format, ())?))
+    }
+
+    /// Runs a read-only `plan` under the limits: its whole result.
+    pub(super) async fn execute(
+        &self,
+        ctx: &SessionContext,
+        plan: LogicalPlan,
+    ) -> PgWireResult<QueryResult> {
+        self.state
             .run_query(user_query::execute(ctx, plan, &self.state.sql.limits))
             .await
-            .map_err(pg_error)?;
-        let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
-        let fields = Arc::new(arrow_schema_to_pg_fields(
-            &result.schema,
-            format,
-            Some(options),
-        )?);
-        let row_fields = Arc::clone(&fields);
-        let rows = result
-            .batches
-            .into_iter()
-            .flat_map(move |batch| encode_recordbatch(Arc::clone(&row_fields), batch));
-        Ok(Response::Query(QueryResponse::new(
-            fields,
-            futures::stream::iter(rows),
-        )))
+            .map_err(pg_error)
     }
+}
+
+/// `result`'s rows, encoded in `format` as they are read; `keep` lives as long as they do.
+pub(super) fn rows<C: ClientInfo>(
+    client: &C,
+    result: QueryResult,
+    format: &Format,
+    keep: impl Send + Sync + 'static,
+) -> PgWireResult<QueryResponse> {
+    let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
+    let fields = Arc::new(arrow_schema_to_pg_fields(
+        &result.schema,
+        format,
+        Some(options),
+    )?);
+    let row_fields = Arc::clone(&fields);
+    let rows = result.batches.into_iter().flat_map(move |batch| {
+        let _kept = &keep;
+        encode_recordbatch(Arc::clone(&row_fields), batch)
+    });
+    Ok(QueryResponse::new(fields, futures::stream::iter(rows)))
 }
 
 #[async_trait]
