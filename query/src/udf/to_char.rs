@@ -408,33 +408,20 @@ impl Template {
                 Field::Millisecond => number((local.nanosecond() / 1_000_000).into(), 3, out),
                 Field::Microsecond => number((local.nanosecond() / 1_000).into(), 6, out),
                 Field::SecondsOfDay => number(local.num_seconds_from_midnight().into(), 0, out),
-                Field::Meridiem { dots, case } => {
-                    let am = local.hour() < 12;
-                    let text = match (am, dots) {
-                        (true, false) => "AM",
-                        (false, false) => "PM",
-                        (true, true) => "A.M.",
-                        (false, true) => "P.M.",
-                    };
-                    out.push_str(&if case == Case::Lower {
-                        text.to_lowercase()
-                    } else {
-                        text.to_string()
-                    });
-                }
-                Field::Era { dots, case } => {
-                    let text = match (date.year() > 0, dots) {
-                        (true, false) => "AD",
-                        (false, false) => "BC",
-                        (true, true) => "A.D.",
-                        (false, true) => "B.C.",
-                    };
-                    out.push_str(&if case == Case::Lower {
-                        text.to_lowercase()
-                    } else {
-                        text.to_string()
-                    });
-                }
+                Field::Meridiem { dots, case } => marker(
+                    local.hour() < 12,
+                    ["AM", "PM", "A.M.", "P.M."],
+                    dots,
+                    case,
+                    out,
+                ),
+                Field::Era { dots, case } => marker(
+                    date.year() > 0,
+                    ["AD", "BC", "A.D.", "B.C."],
+                    dots,
+                    case,
+                    out,
+                ),
                 Field::Year(digits) => year(date.year(), digits, fill, ordinal, out),
                 Field::YearWithComma => {
                     let y = date.year();
@@ -573,6 +560,17 @@ fn field_at(rest: &str) -> Option<(Field, usize)> {
         head.eq_ignore_ascii_case(pattern)
             .then_some((*field, pattern.len()))
     })
+}
+
+/// A two-valued marker (`AM`/`PM`, `AD`/`BC`): `spellings` are the first and the second
+/// without dots, then with them.
+fn marker(first: bool, spellings: [&str; 4], dots: bool, case: Case, out: &mut String) {
+    let text = spellings[usize::from(!first) + 2 * usize::from(dots)];
+    if case == Case::Lower {
+        out.push_str(&text.to_lowercase());
+    } else {
+        out.push_str(text);
+    }
 }
 
 fn year(year: i32, digits: usize, fill: bool, ordinal: Option<Case>, out: &mut String) {
