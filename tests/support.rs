@@ -327,13 +327,14 @@ impl Server {
             .body(snap::raw::Encoder::new().compress_vec(request).unwrap())
             .send()
             .unwrap();
-        assert_eq!(
-            response.status().as_u16(),
-            202,
-            "{}",
-            response.text().unwrap()
-        );
+        assert_accepted(response);
     }
+}
+
+/// Asserts that an ingest request was accepted (202), showing the body when it was not.
+pub fn assert_accepted(response: reqwest::blocking::Response) {
+    let status = response.status().as_u16();
+    assert_eq!(status, 202, "{}", response.text().unwrap());
 }
 
 /// A metrics endpoint on a free local port that answers every scrape with `body`: its URL, and
