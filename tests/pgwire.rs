@@ -5,6 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::{Command, Output};
 
 use crate::golden::{load_worked_example, run_ok};
@@ -606,4 +607,50 @@ for i in range(1, 4):
 print(sum(len(b.execute(f"FETCH ALL FROM b{i}").fetchall()) for i in range(1, 4)))
 "#;
     assert_eq!(psycopg(&server, &reader, script), "53200\n120000\n360000\n");
+}
+
+/// pgJDBC, the driver DBeaver and Metabase use (Debian's `libpostgresql-jdbc-java`): the
+/// metadata calls those tools make, a prepared statement with a timestamp, and a fetch size.
+#[test]
+fn pgjdbc_reads_metadata_and_binds_a_timestamp() {
+    let jar = Path::new("/usr/share/java/postgresql.jar");
+    if !jar.exists() {
+        eprintln!("skipped: pgJDBC is not installed ({})", jar.display());
+        return;
+    }
+    let (_ledger, reader, server) = worked_example_served();
+    let classes = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/jdbc/PgClient.java");
+    let compiled = Command::new("javac")
+        .arg("-cp")
+        .arg(jar)
+        .arg("-d")
+        .arg(classes.path())
+        .arg(&source)
+        .output()
+        .expect("javac");
+    assert!(compiled.status.success(), "{}", describe(&compiled));
+    let url = format!(
+        "jdbc:{}/gpuledger?sslmode=disable",
+        server.postgres.replacen("postgres://", "postgresql://", 1)
+    );
+    let out = Command::new("java")
+        .arg("-Duser.timezone=UTC")
+        .arg("-cp")
+        .arg(format!("{}:{}", jar.display(), classes.path().display()))
+        .args(["PgClient", &url, &reader])
+        .output()
+        .expect("java");
+    assert!(out.status.success(), "{}", describe(&out));
+    // vision held n1's GPU 0 from 00:00 to 06:00 (worked-example/events.jsonl): 4 of its
+    // GPU-hour rows are from 02:00 on; nlp's 12 rows are read two at a time.
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "product PostgreSQL 16.6\n\
+         tables gpu_hours gpu_samples gpu_samples_extra\n\
+         columns hour:timestamptz cluster:text node:text\n\
+         functions true\n\
+         prepared 4\n\
+         fetched 12\n"
+    );
 }

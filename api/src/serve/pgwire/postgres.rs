@@ -10,13 +10,15 @@
 //!   client's prepared statements and portals (nothing else of a session is kept);
 //! - functions clients call while looking around: `version()`, `pg_is_in_recovery()` (false:
 //!   there is no standby), `obj_description`, `col_description` and `shobj_description` (NULL:
-//!   no object has a comment).
+//!   no object has a comment), `pg_get_function_result(oid)` and `pg_function_is_visible(oid)`
+//!   over `pg_proc` (pgJDBC's `getFunctions` asks for both).
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{RecordBatch, StringArray};
+use datafusion::arrow::array::{Array, AsArray, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::error::DataFusionError;
@@ -101,6 +103,126 @@ pub fn register_functions(ctx: &SessionContext) {
         ctx.register_udf(ScalarUDF::new_from_impl(Constant::new(
             name, &arities, value,
         )));
+    }
+}
+
+/// `pg_get_function_result(oid)` and `pg_function_is_visible(oid)` for the functions of
+/// `pg_catalog.pg_proc` (which is the same for every session: read once).
+pub async fn register_catalog_functions(ctx: &SessionContext) -> Result<(), QueryError> {
+    static RESULTS: tokio::sync::OnceCell<Arc<HashMap<i64, String>>> =
+        tokio::sync::OnceCell::const_new();
+    let results = RESULTS
+        .get_or_try_init(|| async {
+            let batches = ctx
+                .sql(
+                    "SELECT CAST(p.oid AS BIGINT) AS oid, p.proretset, \
+                     format_type(p.prorettype, NULL) AS result FROM pg_catalog.pg_proc p",
+                )
+                .await?
+                .collect()
+                .await?;
+            let mut results = HashMap::new();
+            for batch in &batches {
+                let oids = batch.column(0).as_primitive::<Int64Type>();
+                let sets = batch.column(1).as_boolean();
+                let types = datafusion::arrow::compute::cast(batch.column(2), &DataType::Utf8)
+                    .map_err(DataFusionError::from)?;
+                let types = types.as_string::<i32>();
+                for row in 0..batch.num_rows() {
+                    if oids.is_null(row) || types.is_null(row) {
+                        continue;
+                    }
+                    let set = if sets.is_valid(row) && sets.value(row) {
+                        "SETOF "
+                    } else {
+                        ""
+                    };
+                    results.insert(oids.value(row), format!("{set}{}", types.value(row)));
+                }
+            }
+            Ok::<_, QueryError>(Arc::new(results))
+        })
+        .await?;
+    ctx.register_udf(ScalarUDF::new_from_impl(OidLookup::new(
+        "pg_get_function_result",
+        Arc::clone(results),
+        |found| ScalarValue::Utf8(found.cloned()),
+    )));
+    ctx.register_udf(ScalarUDF::new_from_impl(OidLookup::new(
+        "pg_function_is_visible",
+        Arc::clone(results),
+        // Every function of pg_proc is in pg_catalog, which is on every search path.
+        |found| ScalarValue::Boolean(found.map(|_| true)),
+    )));
+    Ok(())
+}
+
+/// A function of a `pg_proc` oid, answered from the functions' result types.
+#[derive(Debug)]
+struct OidLookup {
+    name: &'static str,
+    signature: Signature,
+    results: Arc<HashMap<i64, String>>,
+    answer: fn(Option<&String>) -> ScalarValue,
+}
+
+impl OidLookup {
+    fn new(
+        name: &'static str,
+        results: Arc<HashMap<i64, String>>,
+        answer: fn(Option<&String>) -> ScalarValue,
+    ) -> Self {
+        Self {
+            name,
+            signature: Signature::any(1, Volatility::Stable),
+            results,
+            answer,
+        }
+    }
+}
+
+impl PartialEq for OidLookup {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for OidLookup {}
+
+impl std::hash::Hash for OidLookup {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for OidLookup {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok((self.answer)(None).data_type())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let oids = args.args[0].to_array(args.number_rows)?;
+        let oids = datafusion::arrow::compute::cast(&oids, &DataType::Int64)?;
+        let oids = oids.as_primitive::<Int64Type>();
+        let values = oids
+            .iter()
+            .map(|oid| (self.answer)(oid.and_then(|oid| self.results.get(&oid))))
+            .collect::<Vec<_>>();
+        let array = ScalarValue::iter_to_array(values)?;
+        Ok(match &args.args[0] {
+            ColumnarValue::Scalar(_) => {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?)
+            }
+            ColumnarValue::Array(_) => ColumnarValue::Array(array),
+        })
     }
 }
 

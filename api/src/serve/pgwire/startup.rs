@@ -74,7 +74,11 @@ impl Connection {
             .map_err(pg_error)?;
         tracing::debug!(token = %principal.token_id, "postgres connection authenticated");
         let ctx = self.state.session(&principal).map_err(pg_error)?;
-        Session::new(ctx).map_err(pg_error)
+        let session = Session::new(ctx).map_err(pg_error)?;
+        super::postgres::register_catalog_functions(&session.ctx)
+            .await
+            .map_err(|error| pg_error(error.into()))?;
+        Ok(session)
     }
 }
 
