@@ -251,6 +251,33 @@ impl Connection {
             .await
             .map_err(pg_error)
     }
+
+    /// Answers the statements the connection answers itself, not a plan: the session's own
+    /// ([`postgres`]: `DEALLOCATE`, `DISCARD`, `SHOW` of a setting) and cursors ([`cursors`]).
+    /// `None` for any other; the one place both protocols ask.
+    async fn answer_own<C>(
+        &self,
+        client: &C,
+        session: &Session,
+        statement: &ast::Statement,
+        format: &Format,
+    ) -> Option<PgWireResult<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Send + Sync,
+        C::PortalStore: PortalStore,
+    {
+        if cursors::is_cursor_statement(statement) {
+            return Some(self.cursor_statement(client, session, statement).await);
+        }
+        postgres::answer_session_statement(
+            statement,
+            &session.ctx,
+            client.metadata(),
+            client.portal_store(),
+            format,
+        )
+        .await
+    }
 }
 
 /// `result`'s rows, encoded in `format` as they are read; `keep` lives as long as they do.
@@ -291,20 +318,11 @@ impl SimpleQueryHandler for Connection {
         }
         let mut responses = Vec::with_capacity(statements.len());
         'statements: for statement in statements {
-            if let Some(response) = postgres::answer_session_statement(
-                &statement,
-                &session.ctx,
-                client.metadata(),
-                client.portal_store(),
-                &Format::UnifiedText,
-            )
-            .await
+            if let Some(response) = self
+                .answer_own(&*client, session, &statement, &Format::UnifiedText)
+                .await
             {
                 responses.push(response?);
-                continue;
-            }
-            if cursors::is_cursor_statement(&statement) {
-                responses.push(self.cursor_statement(&*client, session, &statement).await?);
                 continue;
             }
             for hook in &session.hooks {
@@ -369,19 +387,10 @@ impl ExtendedQueryHandler for Connection {
                     .await;
             }
             Statement::Session(statement) => {
-                if cursors::is_cursor_statement(statement) {
-                    // A DECLARE's query may take parameters: their values go in as literals.
-                    let statement = bound(portal, statement)?;
-                    return self.cursor_statement(&*client, session, &statement).await;
-                }
-                let answer = postgres::answer_session_statement(
-                    statement,
-                    &session.ctx,
-                    client.metadata(),
-                    client.portal_store(),
-                    &portal.result_column_format,
-                )
-                .await;
+                // A DECLARE's query may take parameters: their values go in as literals.
+                let statement = bound(portal, statement)?;
+                let format = &portal.result_column_format;
+                let answer = self.answer_own(&*client, session, &statement, format).await;
                 return answer.unwrap_or(Ok(Response::EmptyQuery));
             }
         };
