@@ -256,6 +256,17 @@ fn a_team_token_sees_its_rows_only_and_nothing_but_queries_runs() {
             "nlp\n",
             "{query}"
         );
+        // Read through a cursor, the same query sees the same rows.
+        let cursor = format!("DECLARE c CURSOR FOR {query}");
+        assert_eq!(
+            psql_ok(
+                &server,
+                &nlp,
+                &["\\pset tuples_only on", &cursor, "FETCH ALL FROM c"]
+            ),
+            "DECLARE CURSOR\nnlp\n",
+            "{cursor}"
+        );
     }
     // The subquery resolves `gpu_hours` to the same view: vision's hours are not there.
     assert_eq!(
