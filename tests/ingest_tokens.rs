@@ -141,7 +141,7 @@ async fn land_file_without_the_build_columns(ledger: &Ledger) {
 
     let mut writer = TableWriter::new(Arc::clone(lake.store()), "old-schema");
     let files = writer.write(Table::TokenUsage, &old).await.unwrap();
-    let file = ledger.data_dir().join(files[0].path.to_path().as_ref());
+    let file = ledger.data_dir().join(files[0].staged().as_ref());
     let written =
         ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(file).unwrap()).unwrap();
     let columns: Vec<&str> = written

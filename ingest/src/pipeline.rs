@@ -496,7 +496,7 @@ pub async fn ingest(
         content_hasher,
     ) = match (write_error, parsed) {
         (Some(error), _) | (None, Err(error)) => {
-            remove_objects(lake, &files).await;
+            gpuledger_lake::retirement::discard(lake, &files).await;
             return Err(error);
         }
         (None, Ok(parsed)) => parsed,
@@ -530,7 +530,7 @@ pub async fn ingest(
     {
         Ok(outcome) => outcome,
         Err(error) => {
-            remove_objects(lake, &files).await;
+            gpuledger_lake::retirement::discard(lake, &files).await;
             return Err(error.into());
         }
     };
@@ -563,7 +563,7 @@ pub async fn ingest(
     };
     if !matches!(outcome, Outcome::Landed { .. }) {
         // The earlier batch's files hold these rows: this input's copies are not needed.
-        remove_objects(lake, &files).await;
+        gpuledger_lake::retirement::discard(lake, &files).await;
         files.clear();
         duplicates_skipped = 0;
     }
@@ -572,9 +572,11 @@ pub async fn ingest(
         Outcome::Landed { rows_replaced } if rows_replaced > 0
     ) || matches!(outcome, Outcome::Reactivated { .. })
     {
-        // Restated files leave `tables/` now; their grace period is the vacuum's to judge.
+        // Restated files leave `tables/` before this input's files enter it; their grace
+        // period is the vacuum's to judge.
         gpuledger_lake::retirement::settle_after_commit(lake).await;
     }
+    gpuledger_lake::retirement::place(lake, &files).await;
     let mut rows: Vec<_> = rows.into_iter().collect();
     rows.sort();
     let (rejections, records_rejected) = if matches!(outcome, Outcome::Landed { .. }) {
@@ -990,7 +992,7 @@ impl KnownIds {
     async fn load_ids(&mut self, lake: &Lake, path: &str) -> Result<(), IngestError> {
         let path = object_store::path::Path::from(path);
         let object = lake
-            .store()
+            .table_reader()
             .get(&path)
             .await
             .map_err(gpuledger_lake::LakeError::from)?;
@@ -1021,15 +1023,6 @@ impl KnownIds {
             );
         }
         Ok(())
-    }
-}
-
-/// Best effort: objects of a batch that will never be committed are invisible anyway.
-async fn remove_objects(lake: &Lake, files: &[WrittenFile]) {
-    for file in files {
-        if let Err(error) = lake.store().delete(&file.path.to_path()).await {
-            tracing::warn!(path = %file.path.to_path(), %error, "could not remove an uncommitted object");
-        }
     }
 }
 

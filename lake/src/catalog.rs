@@ -778,7 +778,8 @@ impl Catalog {
         Ok(outcomes)
     }
 
-    /// The declared objects of one kind, by name.
+    /// The declared objects of one kind as stored, by name; readers use [`Catalog::documents`]
+    /// or the typed [`Catalog::objects_of`] (catalog/declared.rs).
     pub async fn objects(&self, kind: &str) -> Result<Vec<StoredObject>> {
         let rows = sqlx::query(
             "SELECT kind, name, spec, created_at, updated_at FROM catalog_objects
@@ -850,7 +851,8 @@ fn file_from_row(r: &sqlx::any::AnyRow) -> Result<FileEntry> {
     })
 }
 
-/// Lists a written file in the manifest, active from `activated_at`.
+/// Lists a written file in the manifest, active from `activated_at`. Its object is under
+/// `_staging/` (`moved_at` set: not under `tables/`) until `retirement::place` moves it.
 async fn insert_file(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     file: &WrittenFile,
@@ -860,8 +862,8 @@ async fn insert_file(
 ) -> Result<()> {
     sqlx::query(
         "INSERT INTO files (path, table_name, partition_date, batch_id, scope, row_count, byte_count,
-             min_ts, max_ts, created_at, activated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+             min_ts, max_ts, created_at, activated_at, moved_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $10)",
     )
     .bind(file.path.to_path().to_string())
     .bind(file.path.table.name())
@@ -911,6 +913,7 @@ async fn retire_scope(
 }
 
 mod budget_alerts;
+mod declared;
 /// A catalog URL for messages: without its password or its options.
 fn redacted(url: &str) -> String {
     let base = url.split('?').next().unwrap_or(url);
@@ -933,6 +936,7 @@ mod retirement;
 mod tokens;
 
 pub use budget_alerts::BudgetAlert;
+pub use declared::Declared;
 pub use idempotency::StoredResponse;
 pub use report_runs::{ReportRun, RunStatus};
 pub use retirement::{CompactionCandidate, RetiredFile};

@@ -25,7 +25,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use crate::Lake;
 use crate::catalog::{CompactionCandidate, NewBatch};
 use crate::error::{LakeError, Result};
-use crate::retirement::{SettleReport, SupersededFallback, settle};
+use crate::retirement::{SettleReport, discard, settle};
 use crate::tables::Table;
 use crate::writer::TableWriter;
 
@@ -84,7 +84,8 @@ pub const LEASE: &str = "compaction";
 const LEASE_TIME: Duration = Duration::from_secs(600);
 
 /// Merges the small files of every table-day that `options` selects. The merged-away files are
-/// retired in the catalog; [`crate::retirement::settle`] moves their objects. Safe beside
+/// retired in the catalog; the next [`settle`] moves them out of `tables/` and the merged
+/// files in (until then readers see the table as it was). Safe beside
 /// another compaction (a merge whose sources another one retired first is given up), but
 /// [`pass`] is what the product runs: under the lease, so every table-day is merged once.
 pub async fn compact(lake: &Lake, options: &CompactOptions) -> Result<CompactionReport> {
@@ -205,7 +206,7 @@ async fn merge_files(
     );
     // Read through the fallback: a source retired meanwhile is still readable, and the swap
     // below notices it is no longer active.
-    let store = SupersededFallback::new(Arc::clone(lake.store()));
+    let store = lake.table_reader();
     let schema = table.schema();
     let mut batches = Vec::new();
     for source in sources {
@@ -229,7 +230,7 @@ async fn merge_files(
     drop(merged);
     if written.iter().any(|f| f.scope != first.scope) {
         // Files written by another release under another scope key: not this merge's to join.
-        remove_objects(lake, &written).await;
+        discard(lake, &written).await;
         tracing::warn!(%table, day = %first.partition_date, "compaction skipped: the files' scope changed");
         return Ok(CompactionReport::default());
     }
@@ -247,12 +248,13 @@ async fn merge_files(
         Some(_) => first.batch_id.clone(),
         None => batch_id.clone(),
     };
-    if !lake
+    let swapped = lake
         .catalog()
         .commit_compaction(&compaction, sources, &written, &files_batch)
-        .await?
-    {
-        remove_objects(lake, &written).await;
+        .await;
+    if !matches!(swapped, Ok(true)) {
+        discard(lake, &written).await;
+        swapped?;
         return Ok(CompactionReport {
             conflicts: 1,
             ..Default::default()
@@ -265,15 +267,6 @@ async fn merge_files(
         rows,
         conflicts: 0,
     })
-}
-
-/// Best effort: objects no catalog row lists are invisible to gpuledger anyway.
-async fn remove_objects(lake: &Lake, written: &[crate::writer::WrittenFile]) {
-    for file in written {
-        if let Err(error) = lake.store().delete(&file.path.to_path()).await {
-            tracing::warn!(path = %file.path.to_path(), %error, "could not remove an uncommitted object");
-        }
-    }
 }
 
 /// A batch read from a file in the table's current schema: columns added since are NULL, and
@@ -296,4 +289,4 @@ fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -5,12 +5,14 @@
 //! - `store.rs` opens the object store named by `--data` (a directory or a URL).
 //! - `writer.rs` splits batches by day and scope, sorts them and writes immutable zstd Parquet.
 //! - `catalog.rs` is the sqlx manifest (SQLite or PostgreSQL): files, batches, quarantine.
-//! - `retirement.rs` moves retired files out of `tables/` (under `_superseded/`) and deletes
-//!   them after a grace period: the store follows the catalog.
+//! - `retirement.rs` places committed files under `tables/` (the writer stages them under
+//!   `_staging/`), moves retired ones out (under `_superseded/`) and deletes them after a grace
+//!   period: the store follows the catalog.
 //! - `compaction.rs` merges a table-day's small files into few (`gpuledger compact`).
 //!
-//! Write path: parser → `TableWriter::write` (objects land, invisible) → `Catalog::commit_batch`
-//! (one transaction makes them visible). Read path: `Catalog::active_files` → Parquet scan.
+//! Write path: parser → `TableWriter::write` (objects land under `_staging/`, invisible) →
+//! `Catalog::commit_batch` (one transaction makes them active) → `retirement::place` (under
+//! `tables/`). Read path: `Catalog::active_files` → Parquet scan through `Lake::table_reader`.
 
 pub mod catalog;
 pub mod compaction;
@@ -94,5 +96,11 @@ impl Lake {
 
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    /// The store to read table files through: a file listed under `tables/` is found wherever
+    /// it waits aside (`retirement::AsideFallback`).
+    pub fn table_reader(&self) -> Arc<dyn ObjectStore> {
+        retirement::AsideFallback::over(Arc::clone(&self.store))
     }
 }

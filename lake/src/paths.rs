@@ -4,6 +4,9 @@
 //! ```text
 //! tables/<table>/date=YYYY-MM-DD/<batch_id>-<seq>.parquet    landed records (Hive style): the
 //!                                                             active files, and only those
+//! _staging/tables/<table>/date=…/<file>.parquet               files written, not yet committed
+//!                                                             and placed (a crash leaves them
+//!                                                             here, never under `tables/`)
 //! _superseded/tables/<table>/date=…/<file>.parquet            retired files, until their grace
 //!                                                             period ends (outside `tables/`, so
 //!                                                             outside readers' globs miss them)
@@ -87,27 +90,38 @@ impl TableFilePath {
     }
 }
 
-/// Where a retired table file waits for its deletion: its key under `tables/`, prefixed with
-/// `_superseded/`. A restatement, a ledger rebuild or a compaction moves it here
-/// (lake/src/retirement.rs); a glob over `tables/**/*.parquet` never matches it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SupersededPath {
-    /// The file's key while it was active (`tables/…`).
-    pub live: Path,
+/// The places where a table file's object waits outside `tables/`, under its live key with a
+/// prefix, so that a glob over `tables/**/*.parquet` never matches it (lake/src/retirement.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aside {
+    /// Written and not yet placed: the writer puts every file here, and only its commit
+    /// (`retirement::place`) moves it to `tables/`.
+    Staged,
+    /// Retired by a restatement, a ledger rebuild or a compaction, until its grace period ends.
+    Superseded,
 }
 
-impl SupersededPath {
-    pub const PREFIX: &'static str = "_superseded";
-
-    pub fn of(live: &Path) -> Self {
-        Self { live: live.clone() }
+impl Aside {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Aside::Staged => "_staging",
+            Aside::Superseded => "_superseded",
+        }
     }
 
-    pub fn to_path(&self) -> Path {
-        Path::from(format!("{}/{}", Self::PREFIX, self.live))
+    /// The key of the table file `live` (`tables/…`) in this place.
+    pub fn of(self, live: &Path) -> Path {
+        Path::from(format!("{}/{}", self.prefix(), live))
     }
 
-    /// Whether `path` is a table file's key (`tables/…`): only those have a superseded place.
+    /// The live key of a key in this place, when it is one.
+    pub fn live_of(self, path: &Path) -> Option<Path> {
+        let live = path.prefix_match(&Path::from(self.prefix()))?;
+        let live = Path::from_iter(live);
+        Self::applies_to(&live).then_some(live)
+    }
+
+    /// Whether `path` is a table file's key (`tables/…`): only those have places aside.
     pub fn applies_to(path: &Path) -> bool {
         path.prefix_matches(&Path::from("tables"))
     }
@@ -159,7 +173,7 @@ mod tests {
     }
 
     #[test]
-    fn superseded_files_live_outside_tables() {
+    fn files_aside_live_outside_tables() {
         let live = TableFilePath::new(
             Table::CostEntries,
             NaiveDate::from_ymd_opt(2024, 9, 18).unwrap(),
@@ -167,13 +181,24 @@ mod tests {
             1,
         )
         .to_path();
-        assert!(SupersededPath::applies_to(&live));
-        let moved = SupersededPath::of(&live).to_path();
-        assert_eq!(
-            moved.as_ref(),
-            "_superseded/tables/cost_entries/date=2024-09-18/ledger-x-00001.parquet"
-        );
-        assert!(!SupersededPath::applies_to(&moved));
+        assert!(Aside::applies_to(&live));
+        for (aside, key) in [
+            (
+                Aside::Superseded,
+                "_superseded/tables/cost_entries/date=2024-09-18/ledger-x-00001.parquet",
+            ),
+            (
+                Aside::Staged,
+                "_staging/tables/cost_entries/date=2024-09-18/ledger-x-00001.parquet",
+            ),
+        ] {
+            let moved = aside.of(&live);
+            assert_eq!(moved.as_ref(), key);
+            assert!(!Aside::applies_to(&moved));
+            assert_eq!(aside.live_of(&moved), Some(live.clone()));
+            assert_eq!(aside.live_of(&live), None);
+        }
+        assert_eq!(Aside::Staged.live_of(&Path::from("_staging/other/x")), None);
     }
 
     #[test]

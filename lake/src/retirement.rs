@@ -1,23 +1,32 @@
-//! Retired files leave `tables/` (issue 16): `tables/<table>/**/*.parquet` holds the active files
-//! only, so DuckDB, Spark or Trino reading the bucket without gpuledger count every row once.
+//! Table files are under `tables/` exactly while they are active (issue 16):
+//! `tables/<table>/**/*.parquet` holds the active files only, so DuckDB, Spark or Trino reading
+//! the bucket without gpuledger count every row once. Elsewhere a file waits aside
+//! ([`Aside`]): under `_staging/` from its write until its commit is placed, under
+//! `_superseded/` from its retirement until its grace period ends.
 //!
-//! A file stops being active in the catalog first, in the transaction that replaces it (a
-//! restatement, a ledger rebuild: `retire_scope` in catalog.rs; a compaction:
-//! `Catalog::commit_compaction`). [`settle`] then makes the store follow, and is the one place
-//! that moves or deletes a table file:
+//! The catalog changes first: a commit lists the new files (their `moved_at` set: not under
+//! `tables/`) and retires the files it replaces (a restatement, a ledger rebuild:
+//! `retire_scope` in catalog.rs; a compaction: `Catalog::commit_compaction`). Then the store
+//! follows, here and only here:
 //!
-//! 1. a retired file still under `tables/` moves to `_superseded/tables/…` (`SupersededPath`),
-//!    and the catalog records `moved_at`; when the file was made active again meanwhile, it
-//!    moves back;
-//! 2. an active file under `_superseded/` (a re-delivery brought it back) moves back to `tables/`;
-//! 3. a moved file whose grace period (`--retain-superseded`) is over is claimed in the catalog
-//!    (`deleted_at`), then its object is deleted.
+//! - [`place`], right after a commit, moves its files from `_staging/` to `tables/`;
+//! - [`settle`] finishes whatever a pass left (a crash, a lost connection, another replica):
+//!   1. a retired file still under `tables/` moves to `_superseded/`, and the catalog records
+//!      `moved_at`; when the file was made active again meanwhile, it moves back;
+//!   2. an active file waiting aside (committed but not placed, or brought back by a
+//!      re-delivery) moves to `tables/`;
+//!   3. a retired file whose grace period (`--retain-superseded`) is over is claimed in the
+//!      catalog (`deleted_at`), then its object is deleted;
+//!   4. an upload no commit lists, older than [`ABANDONED_AFTER`], is deleted.
 //!
-//! Each step is idempotent and conditional in the catalog, so a pass that stops anywhere (a
-//! crash, a lost connection) is finished by the next one, on any replica: an object is never
-//! deleted before the catalog has claimed it, and while it moves it is in one of the two places.
-//! A query planned on a file's `tables/` key before it moved reads it under `_superseded/`
-//! ([`SupersededFallback`]), until the grace period is over.
+//! Each step is idempotent and conditional in the catalog, so a pass that stops anywhere is
+//! finished by the next one, on any replica: an object is never deleted before the catalog has
+//! claimed it, and while it moves it is in one of the two places. A query planned on a file's
+//! `tables/` key reads it where it waits aside ([`AsideFallback`]).
+//!
+//! Between a commit and its placement (one rename per file) an outside reader sees the table
+//! as it was; the files a commit retires leave before its new files arrive, so a glob may
+//! briefly miss a restated scope but never counts one twice.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -26,6 +35,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::Utc;
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
@@ -34,28 +44,40 @@ use object_store::{
 };
 
 use crate::Lake;
+use crate::catalog::Catalog;
 use crate::error::Result;
-use crate::paths::SupersededPath;
+use crate::paths::Aside;
+use crate::writer::WrittenFile;
 
 /// The grace period of `--retain-superseded` when none is given.
 pub const DEFAULT_RETAIN_SUPERSEDED: Duration = Duration::from_secs(3600);
+
+/// How old an upload under `_staging/` that no commit lists must be before it is deleted: far
+/// longer than any ingest takes between writing a file and committing it.
+pub const ABANDONED_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 /// What one [`settle`] pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SettleReport {
     /// Retired files moved under `_superseded/`.
     pub moved: u64,
-    /// Active files moved back under `tables/`.
+    /// Active files moved back under `tables/` from `_superseded/`.
     pub restored: u64,
+    /// Committed files moved from `_staging/` to `tables/`.
+    pub placed: u64,
     /// Objects deleted after their grace period.
     pub deleted: u64,
+    /// Uploads no commit lists (an ingest stopped between writing and committing) deleted.
+    pub abandoned: u64,
 }
 
 impl std::ops::AddAssign for SettleReport {
     fn add_assign(&mut self, other: Self) {
         self.moved += other.moved;
         self.restored += other.restored;
+        self.placed += other.placed;
         self.deleted += other.deleted;
+        self.abandoned += other.abandoned;
     }
 }
 
@@ -101,7 +123,7 @@ async fn settle_with(
     let mut report = SettleReport::default();
     for file in catalog.files_to_move().await? {
         let live = Path::from(file.path.as_str());
-        let moved = SupersededPath::of(&live).to_path();
+        let moved = Aside::Superseded.of(&live);
         if !move_object(store, &live, &moved).await? {
             tracing::warn!(path = %live, "a retired file's object is missing: recorded as deleted");
             catalog.record_moved(&file.path).await?;
@@ -127,17 +149,18 @@ async fn settle_with(
     back.sort_by(|a, b| a.path.cmp(&b.path));
     back.dedup();
     for file in back {
-        let live = Path::from(file.path.as_str());
-        let moved = SupersededPath::of(&live).to_path();
-        match store.head(&moved).await {
-            Ok(_) => {
-                move_object(store, &moved, &live).await?;
-                report.restored += 1;
-            }
-            Err(error) if is_not_found(&error) => {}
-            Err(error) => return Err(error.into()),
+        match bring_in(
+            catalog,
+            store,
+            &file.path,
+            &[Aside::Superseded, Aside::Staged],
+        )
+        .await?
+        {
+            Some(Aside::Superseded) => report.restored += 1,
+            Some(Aside::Staged) => report.placed += 1,
+            None => {}
         }
-        catalog.record_restored(&file.path).await?;
     }
     let Some(retain) = retain else {
         return Ok(report);
@@ -148,17 +171,117 @@ async fn settle_with(
             continue;
         }
         let live = Path::from(file.path.as_str());
-        delete_object(store, &SupersededPath::of(&live).to_path()).await?;
-        // A copy left under `tables/` by an interrupted move goes too: the file is retired.
+        delete_object(store, &Aside::Superseded.of(&live)).await?;
+        // A file retired before it was placed, or a copy left under `tables/` by an
+        // interrupted move, goes too: the file is retired.
+        delete_object(store, &Aside::Staged.of(&live)).await?;
         delete_object(store, &live).await?;
         report.deleted += 1;
     }
+    report.abandoned = delete_abandoned(catalog, store, retain.max(ABANDONED_AFTER)).await?;
     Ok(report)
 }
 
+/// Moves the active file `path` from the first of `places` that holds it to `tables/`, and
+/// records it there; a file retired meanwhile goes on to `_superseded/`. Returns where the
+/// object came from, `None` when it was in none of them (already in `tables/`) or was retired.
+async fn bring_in(
+    catalog: &Catalog,
+    store: &dyn ObjectStore,
+    path: &str,
+    places: &[Aside],
+) -> Result<Option<Aside>> {
+    let live = Path::from(path);
+    let mut found = None;
+    for &place in places {
+        match store.rename(&place.of(&live), &live).await {
+            Ok(()) => {
+                found = Some(place);
+                break;
+            }
+            Err(error) if is_not_found(&error) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    if !catalog.record_restored(path).await? && !catalog.is_active(path).await? {
+        // Retired while it moved: out of `tables/` again, as its retirement expects.
+        move_object(store, &live, &Aside::Superseded.of(&live)).await?;
+        return Ok(None);
+    }
+    Ok(found)
+}
+
+/// Deletes uploads under `_staging/` older than `age` that no commit lists: an ingest stopped
+/// between writing its files and committing them. (A listed file is placed by step 2, or
+/// deleted by step 3 when it was retired before it was placed.)
+async fn delete_abandoned(
+    catalog: &Catalog,
+    store: &dyn ObjectStore,
+    age: Duration,
+) -> Result<u64> {
+    let cutoff = Utc::now() - age;
+    let mut stale = Vec::new();
+    let mut listing = store.list(Some(&Path::from(Aside::Staged.prefix())));
+    while let Some(object) = listing.next().await.transpose()? {
+        if object.last_modified < cutoff {
+            stale.push(object.location);
+        }
+    }
+    let mut deleted = 0;
+    for staged in stale {
+        let Some(live) = Aside::Staged.live_of(&staged) else {
+            continue;
+        };
+        if catalog.is_listed(live.as_ref()).await? {
+            continue;
+        }
+        delete_object(store, &staged).await?;
+        deleted += 1;
+    }
+    Ok(deleted)
+}
+
+/// Right after a commit: its files (`written`) move from `_staging/` to `tables/`. A failure
+/// is logged, not returned: the commit stands, readers find the files where they wait, and the
+/// next [`settle`] places them.
+pub async fn place(lake: &Lake, written: &[WrittenFile]) -> SettleReport {
+    let mut report = SettleReport::default();
+    for file in written {
+        let path = file.path.to_path().to_string();
+        match bring_in(
+            lake.catalog(),
+            lake.store().as_ref(),
+            &path,
+            &[Aside::Staged],
+        )
+        .await
+        {
+            Ok(Some(_)) => report.placed += 1,
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(%path, %error, "a committed file waits under _staging/ until the next pass");
+                return report;
+            }
+        }
+    }
+    report
+}
+
+/// Deletes the uploads of a batch that was not committed (it failed, or repeated a batch the
+/// catalog holds). Best effort: no catalog row lists them, so nothing reads them, and the next
+/// vacuum deletes what is left after [`ABANDONED_AFTER`].
+pub async fn discard(lake: &Lake, written: &[WrittenFile]) {
+    for file in written {
+        if let Err(error) = delete_object(lake.store().as_ref(), &file.staged()).await {
+            tracing::warn!(path = %file.staged(), %error, "could not remove an uncommitted upload");
+        }
+    }
+}
+
 /// [`settle`] for the write paths right after a commit that retired files: their objects leave
-/// `tables/`; deleting them after the grace period is the vacuum's (`serve`, `gpuledger
-/// compact`). A failure is logged, not returned: the commit stands, and the next pass finishes.
+/// `tables/`, then the committed files waiting under `_staging/` enter it; deleting retired
+/// objects after the grace period is the vacuum's (`serve`, `gpuledger compact`). A failure is
+/// logged, not returned: the commit stands, and the next pass finishes.
 pub async fn settle_after_commit(lake: &Lake) -> SettleReport {
     match settle_with(lake, None, false).await {
         Ok(report) => report,
@@ -169,28 +292,32 @@ pub async fn settle_after_commit(lake: &Lake) -> SettleReport {
     }
 }
 
-/// The object store queries read through: a table file not found under `tables/` is read from
-/// `_superseded/`, where a restatement, a rebuild or a compaction moved it while a query that
-/// had listed it was running. Writes and listings go to the store unchanged.
+/// The object store table files are read through ([`Lake::table_reader`]): a table file not
+/// found under `tables/` is read where it waits aside: under `_staging/` when its commit is
+/// not placed yet, under `_superseded/` when a restatement, a rebuild or a compaction moved it
+/// while a query that had listed it was running. Writes and listings go to the store unchanged.
 #[derive(Debug)]
-pub struct SupersededFallback {
+pub struct AsideFallback {
     inner: Arc<dyn ObjectStore>,
 }
 
-impl SupersededFallback {
-    pub fn new(inner: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+/// Where [`AsideFallback`] looks, in order: a just-committed file is the common case.
+const READ_ASIDE: [Aside; 2] = [Aside::Staged, Aside::Superseded];
+
+impl AsideFallback {
+    pub fn over(inner: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
         Arc::new(Self { inner })
     }
 }
 
-impl std::fmt::Display for SupersededFallback {
+impl std::fmt::Display for AsideFallback {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SupersededFallback({})", self.inner)
+        write!(f, "AsideFallback({})", self.inner)
     }
 }
 
 #[async_trait]
-impl ObjectStore for SupersededFallback {
+impl ObjectStore for AsideFallback {
     async fn put_opts(
         &self,
         location: &Path,
@@ -213,20 +340,26 @@ impl ObjectStore for SupersededFallback {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
-        match self.inner.get_opts(location, options.clone()).await {
-            Err(error) if is_not_found(&error) && SupersededPath::applies_to(location) => {
-                let moved = SupersededPath::of(location).to_path();
-                let mut found = self
-                    .inner
-                    .get_opts(&moved, options)
-                    .await
-                    .map_err(|_| error)?;
-                // DataFusion checks that what it reads is what it listed.
-                found.meta.location = location.clone();
-                Ok(found)
+        let error = match self.inner.get_opts(location, options.clone()).await {
+            Err(error) if is_not_found(&error) && Aside::applies_to(location) => error,
+            other => return other,
+        };
+        for place in READ_ASIDE {
+            match self
+                .inner
+                .get_opts(&place.of(location), options.clone())
+                .await
+            {
+                Ok(mut found) => {
+                    // DataFusion checks that what it reads is what it listed.
+                    found.meta.location = location.clone();
+                    return Ok(found);
+                }
+                Err(aside) if is_not_found(&aside) => {}
+                Err(aside) => return Err(aside),
             }
-            other => other,
         }
+        Err(error)
     }
 
     async fn get_ranges(
@@ -234,16 +367,17 @@ impl ObjectStore for SupersededFallback {
         location: &Path,
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<Bytes>> {
-        match self.inner.get_ranges(location, ranges).await {
-            Err(error) if is_not_found(&error) && SupersededPath::applies_to(location) => {
-                let moved = SupersededPath::of(location).to_path();
-                self.inner
-                    .get_ranges(&moved, ranges)
-                    .await
-                    .map_err(|_| error)
+        let error = match self.inner.get_ranges(location, ranges).await {
+            Err(error) if is_not_found(&error) && Aside::applies_to(location) => error,
+            other => return other,
+        };
+        for place in READ_ASIDE {
+            match self.inner.get_ranges(&place.of(location), ranges).await {
+                Err(aside) if is_not_found(&aside) => {}
+                other => return other,
             }
-            other => other,
         }
+        Err(error)
     }
 
     fn delete_stream(
@@ -271,4 +405,5 @@ impl ObjectStore for SupersededFallback {
     }
 }
 
-// Tested with compaction, which retires files too: lake/src/compaction/tests.rs.
+#[cfg(test)]
+mod tests;

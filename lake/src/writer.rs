@@ -1,5 +1,7 @@
 //! Writes batches as immutable Parquet files: one file per (day, restatement scope) per call,
 //! rows sorted by the table's sort columns, zstd, dictionary-encoded labels, page statistics.
+//! Files are written under `_staging/` ([`Aside::Staged`]): only their commit places them
+//! under `tables/` (lake/src/retirement.rs), so a write that is never committed is never seen.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::error::{LakeError, Result};
-use crate::paths::TableFilePath;
+use crate::paths::{Aside, TableFilePath};
 use crate::tables::Table;
 
 /// A Parquet file written to the store, as the catalog records it.
@@ -30,6 +32,13 @@ pub struct WrittenFile {
     /// Smallest and largest value of the table's time column, microseconds since the epoch.
     pub min_ts: i64,
     pub max_ts: i64,
+}
+
+impl WrittenFile {
+    /// Where the writer put the object: under `_staging/` until its commit places it.
+    pub fn staged(&self) -> object_store::path::Path {
+        Aside::Staged.of(&self.path.to_path())
+    }
 }
 
 fn writer_properties() -> WriterProperties {
@@ -71,18 +80,18 @@ impl TableWriter {
             let bytes = encode_parquet(&sorted)?;
             let path = TableFilePath::new(table, date, &self.batch_id, self.next_seq);
             self.next_seq += 1;
-            let size = bytes.len() as u64;
-            self.store
-                .put(&path.to_path(), PutPayload::from(bytes))
-                .await?;
-            written.push(WrittenFile {
+            let file = WrittenFile {
                 path,
                 scope,
                 rows: sorted.num_rows() as u64,
-                bytes: size,
+                bytes: bytes.len() as u64,
                 min_ts,
                 max_ts,
-            });
+            };
+            self.store
+                .put(&file.staged(), PutPayload::from(bytes))
+                .await?;
+            written.push(file);
         }
         Ok(written)
     }
@@ -116,6 +125,7 @@ fn time_column(
 }
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
+
 
 /// The UTC day of a time; a time no date can be written for (the parsers reject them before
 /// they get here) is an error, never a panic.

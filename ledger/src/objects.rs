@@ -231,7 +231,9 @@ impl Object {
         S::from_spec(&self.spec).map_err(|e| e.under("spec"))
     }
 
-    fn order_key(&self) -> (ObjectKind, i64, &str) {
+    /// Where the object stands in the order objects apply: by kind, by the kind's order field
+    /// (a rule's priority), then by name.
+    pub fn apply_order(&self) -> (ObjectKind, i64, &str) {
         let order = self
             .kind
             .order_field()
@@ -240,12 +242,6 @@ impl Object {
             .unwrap_or(0);
         (self.kind, order, &self.name)
     }
-}
-
-/// Sorts objects the way they apply: by kind, by the kind's order field (a rule's priority),
-/// then by name.
-pub fn sort_objects(objects: &mut [Object]) {
-    objects.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
 }
 
 /// Validates a spec of `kind`; `name` is the document's, required where the spec does not name
@@ -612,7 +608,7 @@ pub(crate) fn default_currency() -> String {
     "USD".into()
 }
 
-/// A shared-cost rule and its priority; the ledger build takes the rules in [`sort_objects`] order.
+/// A shared-cost rule and its priority; the ledger build takes the rules in [`Object::apply_order`].
 pub type SharedCostRuleSpec = Extended<SharedCostRule, Priority>;
 pub type RateCardSpec = Extended<RateCardEntry, Currency>;
 

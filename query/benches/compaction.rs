@@ -98,6 +98,7 @@ fn main() {
                 .commit_batch(&batch, &files, &[])
                 .await
                 .unwrap();
+            gpuledger_lake::retirement::place(&lake, &files).await;
         }
     });
     println!(

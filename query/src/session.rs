@@ -69,11 +69,9 @@ pub fn new_session_with(
     if let Some(bytes) = options.memory_limit {
         crate::value_limits::bound_functions(&ctx, crate::value_limits::cap_for(bytes));
     }
-    // A file retired while a query that listed it runs is read where it was moved.
-    ctx.register_object_store(
-        &LAKE_URL,
-        gpuledger_lake::retirement::SupersededFallback::new(Arc::clone(lake.store())),
-    );
+    // A file committed but not placed yet, or retired while a query that listed it runs, is
+    // read where it waits.
+    ctx.register_object_store(&LAKE_URL, lake.table_reader());
     let store_url = ObjectStoreUrl::parse(LAKE_URL.as_str())?;
 
     let lake_table = |table: Table| -> Arc<LakeTable> {

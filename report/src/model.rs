@@ -214,12 +214,11 @@ impl TenantLimits {
     /// declared in the catalog, so they stay unset.
     pub async fn declared(lake: &gpuledger_lake::Lake) -> crate::error::Result<TenantLimits> {
         let mut limits = TenantLimits::default();
-        for object in lake.catalog().objects("budget").await? {
-            let Ok(budget) =
-                serde_json::from_value::<gpuledger_ledger::budget::BudgetSpec>(object.spec)
-            else {
-                continue;
-            };
+        let budgets = lake
+            .catalog()
+            .objects_of::<gpuledger_ledger::budget::BudgetSpec>()
+            .await?;
+        for budget in budgets.into_iter().map(|b| b.spec) {
             if let Some(team) = budget.team {
                 let limit = limits.teams.entry(team).or_default();
                 *limit.monthly_budget.get_or_insert(0.0) += budget.amount;

@@ -27,7 +27,7 @@ pub async fn run(lake: &Lake, args: CompactArgs) -> Result<ExitCode, Box<dyn std
         return Err("another process holds the compaction lease (a `serve` replica compacting): try again later".into());
     };
     println!(
-        "compacted {} files into {} ({} rows, {} merges{}); retired files: {} moved out of tables/, {} moved back, {} deleted",
+        "compacted {} files into {} ({} rows, {} merges{}); retired files: {} moved out of tables/, {} moved back, {} deleted; committed files placed under tables/: {}; abandoned uploads deleted: {}",
         compacted.files_merged,
         compacted.files_written,
         compacted.rows,
@@ -40,6 +40,8 @@ pub async fn run(lake: &Lake, args: CompactArgs) -> Result<ExitCode, Box<dyn std
         settled.moved,
         settled.restored,
         settled.deleted,
+        settled.placed,
+        settled.abandoned,
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use gpuledger_lake::Lake;
 use gpuledger_lake::catalog::PutOutcome;
-use gpuledger_ledger::objects::{Object, ObjectKind, parse_document, sort_objects, split_list};
+use gpuledger_ledger::objects::{Object, ObjectKind, parse_document, split_list};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -128,22 +128,11 @@ fn read_objects(
 }
 
 pub async fn get(lake: &Lake, args: GetArgs) -> Result<ExitCode, Box<dyn Error>> {
-    let mut objects: Vec<Object> = lake
-        .catalog()
-        .objects(args.kind.name())
-        .await?
-        .into_iter()
-        .filter(|o| args.name.as_ref().is_none_or(|name| *name == o.name))
-        .map(|o| Object {
-            kind: args.kind,
-            name: o.name,
-            spec: o.spec,
-        })
-        .collect();
+    let mut objects = lake.catalog().documents(args.kind).await?;
+    objects.retain(|o| args.name.as_ref().is_none_or(|name| *name == o.name));
     if let (Some(name), true) = (&args.name, objects.is_empty()) {
         return Err(format!("no {} named '{name}'", args.kind).into());
     }
-    sort_objects(&mut objects);
     let documents: Vec<Value> = objects.iter().map(Object::to_document).collect();
     match args.format {
         ObjectFormat::Table => print_table(args.kind, &objects),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::Utc;
 use gpuledger_lake::BudgetAlert;
 use gpuledger_ledger::budget::BudgetSpec;
-use gpuledger_ledger::objects::{Object, ObjectKind};
+use gpuledger_ledger::objects::Object;
 use serde_json::json;
 
 use super::AppState;
@@ -45,19 +45,12 @@ async fn evaluate(state: &AppState, client: &reqwest::Client) -> Result<(), ApiE
     let ctx = state.unscoped_session()?;
     let now = Utc::now();
     let catalog = state.lake.catalog();
-    for stored in catalog.objects(ObjectKind::Budget.name()).await? {
-        let object = Object {
-            kind: ObjectKind::Budget,
-            name: stored.name,
-            spec: stored.spec,
-        };
-        let spec: BudgetSpec = object
-            .spec_as()
-            .map_err(|error| ApiError::Internal(format!("budget {}: {error}", object.name)))?;
-        let status = budget_status(state, &ctx, &object, now).await?;
+    for budget in catalog.objects_of::<BudgetSpec>().await? {
+        let status = budget_status(state, &ctx, &budget, now).await?;
+        let spec = &budget.spec;
         for threshold in &status.thresholds_crossed {
             let alert = BudgetAlert {
-                budget: object.name.clone(),
+                budget: budget.name().to_string(),
                 month: status.month.clone(),
                 threshold: *threshold,
                 spend: status.spend_to_date,
@@ -83,7 +76,7 @@ async fn evaluate(state: &AppState, client: &reqwest::Client) -> Result<(), ApiE
             tracing::warn!(budget = %alert.budget, month = %alert.month, threshold = alert.threshold,
                 percent_used = alert.percent_used, "budget threshold crossed");
             if let Some(webhook) = spec.webhook.clone() {
-                let payload = payload(&object, &status, &alert);
+                let payload = payload(&budget.object, &status, &alert);
                 tokio::spawn(deliver(
                     state.clone(),
                     client.clone(),

@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, SecondsFormat, Utc};
 use datafusion::prelude::SessionContext;
 use gpuledger_lake::BudgetAlert;
+use gpuledger_lake::catalog::Declared;
 use gpuledger_ledger::budget::{BudgetSpec, BudgetState, Month, status};
 use gpuledger_ledger::objects::{Object, ObjectKind};
 use gpuledger_query::spend::{budget_spend, covered_until};
@@ -20,7 +21,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::auth::{Permission, Principal};
 use super::objects::{
-    ObjectDocument, ObjectSpec, create_object, delete_object, not_found, replace_object, stored,
+    ObjectDocument, ObjectSpec, create_object, delete_object, not_found, replace_object, visible,
 };
 use crate::error::{ApiError, JsonBody, Problem, QueryParams};
 
@@ -126,26 +127,20 @@ fn rounded(value: f64) -> f64 {
     (value * 1e6).round() / 1e6
 }
 
-fn typed(object: &Object) -> Result<BudgetSpec, ApiError> {
-    object
-        .spec_as::<BudgetSpec>()
-        .map_err(|error| ApiError::Internal(format!("stored budget {}: {error}", object.name)))
-}
-
-/// The status of budget `object` at `at`, its spend read through `ctx`; the forecast runs the
+/// The status of `budget` at `at`, its spend read through `ctx`; the forecast runs the
 /// spend on at its rate over the hours the ledger holds (`covered_until`), so the same ledger
 /// gives the same forecast whenever it is asked.
 pub(super) async fn budget_status(
     state: &AppState,
     ctx: &SessionContext,
-    object: &Object,
+    budget: &Declared<BudgetSpec>,
     at: DateTime<Utc>,
 ) -> Result<BudgetStatusView, ApiError> {
-    let spec = typed(object)?;
+    let spec = &budget.spec;
     let target = spec.target().ok_or_else(|| {
         ApiError::Internal(format!(
             "stored budget {} has no single target",
-            object.name
+            budget.name()
         ))
     })?;
     let month = Month::of(at);
@@ -154,10 +149,10 @@ pub(super) async fn budget_status(
     let covered = covered_until(state.lake.catalog(), &target, month.start, at).await?;
     let figures = status(spec.amount, &spec.thresholds, &month, covered, spend);
     Ok(BudgetStatusView {
-        budget: object.name.clone(),
+        budget: budget.name().to_string(),
         month: month.label,
         amount: spec.amount,
-        currency: spec.currency,
+        currency: spec.currency.clone(),
         spend_to_date: rounded(figures.spend_to_date),
         forecast: rounded(figures.forecast),
         percent_used: rounded(figures.percent_used),
@@ -166,15 +161,25 @@ pub(super) async fn budget_status(
     })
 }
 
+/// The budgets `principal` may see, typed.
+async fn visible_budgets(
+    state: &AppState,
+    principal: &Principal,
+) -> Result<Vec<Declared<BudgetSpec>>, ApiError> {
+    let mut budgets = state.lake.catalog().objects_of::<BudgetSpec>().await?;
+    budgets.retain(|b| visible(principal, &b.object.spec));
+    Ok(budgets)
+}
+
 async fn visible_budget(
     state: &AppState,
     principal: &Principal,
     name: &str,
-) -> Result<Object, ApiError> {
-    stored(state, principal, ObjectKind::Budget)
+) -> Result<Declared<BudgetSpec>, ApiError> {
+    visible_budgets(state, principal)
         .await?
         .into_iter()
-        .find(|o| o.name == name)
+        .find(|b| b.name() == name)
         .ok_or_else(|| not_found(ObjectKind::Budget, name))
 }
 
@@ -215,11 +220,11 @@ pub async fn list(
     let ctx = state.session(&principal)?;
     let now = Utc::now();
     let mut views = Vec::new();
-    for object in stored(&state, &principal, ObjectKind::Budget).await? {
-        let status = budget_status(&state, &ctx, &object, now).await?;
+    for budget in visible_budgets(&state, &principal).await? {
+        let status = budget_status(&state, &ctx, &budget, now).await?;
         views.push(BudgetView {
-            name: object.name,
-            spec: object.spec,
+            name: budget.object.name,
+            spec: budget.object.spec,
             status,
         });
     }
@@ -271,12 +276,12 @@ pub async fn get(
     Path(name): Path<String>,
 ) -> Result<Json<BudgetView>, ApiError> {
     principal.require(Permission::Read, "reading budgets")?;
-    let object = visible_budget(&state, &principal, &name).await?;
+    let budget = visible_budget(&state, &principal, &name).await?;
     let ctx = state.session(&principal)?;
-    let status = budget_status(&state, &ctx, &object, Utc::now()).await?;
+    let status = budget_status(&state, &ctx, &budget, Utc::now()).await?;
     Ok(Json(BudgetView {
-        name: object.name,
-        spec: object.spec,
+        name: budget.object.name,
+        spec: budget.object.spec,
         status,
     }))
 }
@@ -354,9 +359,9 @@ pub async fn budget_status_at(
 ) -> Result<Json<BudgetStatusView>, ApiError> {
     principal.require(Permission::Read, "reading budgets")?;
     let at = parse_at(params.at.as_deref())?;
-    let object = visible_budget(&state, &principal, &name).await?;
+    let budget = visible_budget(&state, &principal, &name).await?;
     let ctx = state.session(&principal)?;
-    Ok(Json(budget_status(&state, &ctx, &object, at).await?))
+    Ok(Json(budget_status(&state, &ctx, &budget, at).await?))
 }
 
 /// The alerts recorded for a budget: one per threshold and month it crossed, latest month first.

@@ -31,7 +31,9 @@ pub fn spawn(state: AppState, interval: Duration, retain: Duration) {
                             merged = compacted.files_merged,
                             written = compacted.files_written,
                             moved = settled.moved,
+                            placed = settled.placed,
                             deleted = settled.deleted,
+                            abandoned = settled.abandoned,
                             "compaction pass"
                         );
                     }

@@ -46,8 +46,10 @@ pub struct Metrics {
     pub ledger_rounds: Family<OutcomeLabel, Counter>,
     /// Files merged away by this replica's compactions.
     pub compacted_files: Counter,
-    /// Retired files this replica's vacuum handled, by outcome: `moved` (out of `tables/`),
-    /// `restored` (back in), `deleted` (after the grace period).
+    /// Files this replica's vacuum handled, by outcome: `moved` (retired, out of `tables/`),
+    /// `restored` (active again, back in), `placed` (committed files a write left under
+    /// `_staging/`, into `tables/`), `deleted` (after the grace period), `abandoned` (uploads no
+    /// commit lists, a day old).
     pub vacuumed_files: Family<OutcomeLabel, Counter>,
     registry: std::sync::Arc<Registry>,
 }
@@ -120,7 +122,7 @@ impl Metrics {
         let vacuumed_files = Family::<OutcomeLabel, Counter>::default();
         registry.register(
             "vacuumed_files",
-            "Retired files this replica's vacuum moved out of tables/, moved back or deleted, by outcome",
+            "Files this replica's vacuum moved out of tables/, moved back, placed, deleted or found abandoned, by outcome",
             vacuumed_files.clone(),
         );
         Self {
@@ -163,7 +165,9 @@ impl Metrics {
         for (outcome, n) in [
             ("moved", settled.moved),
             ("restored", settled.restored),
+            ("placed", settled.placed),
             ("deleted", settled.deleted),
+            ("abandoned", settled.abandoned),
         ] {
             self.vacuumed_files
                 .get_or_create(&OutcomeLabel {

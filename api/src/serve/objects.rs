@@ -7,7 +7,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use gpuledger_lake::catalog::PutOutcome;
-use gpuledger_ledger::objects::{Object, ObjectKind, sort_objects, validate};
+use gpuledger_ledger::objects::{Object, ObjectKind, validate};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -50,7 +50,7 @@ fn kind(name: &str) -> Result<ObjectKind, ApiError> {
 }
 
 /// Whether `principal` may see an object with this spec.
-fn visible(principal: &Principal, spec: &Value) -> bool {
+pub(super) fn visible(principal: &Principal, spec: &Value) -> bool {
     match &principal.team {
         None => true,
         Some(team) => spec.get("team").and_then(Value::as_str) == Some(team.as_str()),
@@ -78,20 +78,8 @@ pub(super) async fn stored(
     principal: &Principal,
     kind: ObjectKind,
 ) -> Result<Vec<Object>, ApiError> {
-    let mut objects: Vec<Object> = state
-        .lake
-        .catalog()
-        .objects(kind.name())
-        .await?
-        .into_iter()
-        .filter(|o| visible(principal, &o.spec))
-        .map(|o| Object {
-            kind,
-            name: o.name,
-            spec: o.spec,
-        })
-        .collect();
-    sort_objects(&mut objects);
+    let mut objects = state.lake.catalog().documents(kind).await?;
+    objects.retain(|o| visible(principal, &o.spec));
     Ok(objects)
 }
 
@@ -230,7 +218,7 @@ async fn existing(
     kind: ObjectKind,
     name: &str,
 ) -> Result<Existing, ApiError> {
-    let objects = state.lake.catalog().objects(kind.name()).await?;
+    let objects = state.lake.catalog().documents(kind).await?;
     Ok(match objects.iter().find(|o| o.name == name) {
         None => Existing::None,
         Some(o) if visible(principal, &o.spec) => Existing::Own,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use chrono::Utc;
 use gpuledger_ingest::ParseContext;
 use gpuledger_ingest::pipeline::{IngestOptions, IngestReport, Input, Source, ingest};
-use gpuledger_ledger::objects::{ObjectKind, ScrapeTargetSpec};
+use gpuledger_ledger::objects::ScrapeTargetSpec;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
@@ -30,12 +30,7 @@ pub fn spawn(state: AppState) -> JoinHandle<()> {
         let mut reload = tokio::time::interval(RELOAD_EVERY);
         loop {
             reload.tick().await;
-            let targets = match state
-                .lake
-                .catalog()
-                .objects(ObjectKind::ScrapeTarget.name())
-                .await
-            {
+            let targets = match state.lake.catalog().objects_of::<ScrapeTargetSpec>().await {
                 Ok(targets) => targets,
                 Err(error) => {
                     tracing::warn!(%error, "cannot read the scrape targets; trying again");
@@ -43,33 +38,35 @@ pub fn spawn(state: AppState) -> JoinHandle<()> {
                 }
             };
             running.retain(|name, (spec, _)| {
-                let current = targets.iter().any(|t| &t.name == name && &t.spec == spec);
+                let current = targets
+                    .iter()
+                    .any(|t| t.name() == name && &t.object.spec == spec);
                 if !current {
                     tracing::info!(target = %name, "scrape target removed or changed");
                 }
                 current
             });
             for target in targets {
-                if running.contains_key(&target.name) {
+                if running.contains_key(target.name()) {
                     continue;
                 }
-                // Validated when it was stored; a spec that no longer reads is skipped, not fatal.
-                let (spec, period) = match read_spec(&target.spec) {
-                    Ok(spec) => spec,
+                // Validated when it was stored; a period that no longer reads is skipped.
+                let period = match target.spec.period() {
+                    Ok(period) => period,
                     Err(error) => {
-                        tracing::warn!(target = %target.name, %error, "skipping a scrape target");
+                        tracing::warn!(target = %target.name(), %error, "skipping a scrape target");
                         continue;
                     }
                 };
-                tracing::info!(target = %target.name, url = %spec.url, "scraping");
+                tracing::info!(target = %target.name(), url = %target.spec.url, "scraping");
                 let task = tokio::spawn(scrape_every(
                     state.clone(),
                     client.clone(),
-                    target.name.clone(),
-                    spec,
+                    target.name().to_string(),
+                    target.spec,
                     period,
                 ));
-                running.insert(target.name, (target.spec, Scraping(task)));
+                running.insert(target.object.name, (target.object.spec, Scraping(task)));
             }
         }
     })
@@ -83,12 +80,6 @@ impl Drop for Scraping {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-fn read_spec(spec: &Value) -> Result<(ScrapeTargetSpec, Duration), String> {
-    let spec: ScrapeTargetSpec = serde_json::from_value(spec.clone()).map_err(|e| e.to_string())?;
-    let period = spec.period().map_err(|e| e.to_string())?;
-    Ok((spec, period))
 }
 
 async fn scrape_every(

@@ -80,7 +80,19 @@ impl Catalog {
         Ok(row.is_some())
     }
 
-    /// Active files whose objects are under `_superseded/` (made active again without a copy).
+    /// Whether the catalog lists the file at `path` and its object is not deleted (active, or
+    /// retired within its grace period).
+    pub async fn is_listed(&self, path: &str) -> Result<bool> {
+        let row =
+            sqlx::query("SELECT 1 AS listed FROM files WHERE path = $1 AND deleted_at IS NULL")
+                .bind(path)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.is_some())
+    }
+
+    /// Active files whose objects are not under `tables/`: committed and not placed yet (under
+    /// `_staging/`), or made active again without a copy (under `_superseded/`).
     pub async fn files_to_restore(&self) -> Result<Vec<RetiredFile>> {
         let rows = sqlx::query(
             "SELECT path FROM files WHERE replaced_by IS NULL AND moved_at IS NOT NULL ORDER BY path",
@@ -104,7 +116,7 @@ impl Catalog {
         paths(rows)
     }
 
-    /// Records that an active file's object is under `tables/` again.
+    /// Records that an active file's object is under `tables/` (placed, or back).
     pub async fn record_restored(&self, path: &str) -> Result<bool> {
         let done = sqlx::query(
             "UPDATE files SET moved_at = NULL WHERE path = $1 AND replaced_by IS NULL AND moved_at IS NOT NULL",

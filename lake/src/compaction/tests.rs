@@ -4,8 +4,8 @@ use object_store::{ObjectStoreExt, PutPayload};
 
 use super::*;
 use crate::catalog::CommitOutcome;
-use crate::paths::SupersededPath;
-use crate::retirement::settle;
+use crate::paths::Aside;
+use crate::retirement::{place, settle};
 use crate::tables::batch_with_columns;
 use crate::testing::catalog_urls;
 use crate::writer::WrittenFile;
@@ -15,7 +15,7 @@ use crate::{LakeConfig, catalog::NewBatch};
 const SEP_18: i64 = 1_726_617_600_000_000;
 
 /// A lake in a temporary directory on each catalog backend the test command provides.
-async fn each_lake(test: impl AsyncFn(Lake, &std::path::Path)) {
+pub(crate) async fn each_lake(test: impl AsyncFn(Lake, &std::path::Path)) {
     let dir = tempfile::tempdir().unwrap();
     for (backend, url) in catalog_urls(dir.path()).await {
         eprintln!("catalog backend: {backend}");
@@ -30,7 +30,7 @@ async fn each_lake(test: impl AsyncFn(Lake, &std::path::Path)) {
     }
 }
 
-fn batch(id: &str, hash: &str) -> NewBatch {
+pub(crate) fn batch(id: &str, hash: &str) -> NewBatch {
     NewBatch {
         batch_id: id.into(),
         source: "tokens".into(),
@@ -42,8 +42,28 @@ fn batch(id: &str, hash: &str) -> NewBatch {
     }
 }
 
-/// Lands `n` requests of `tokens` input tokens each, one second apart from `start`, as batch `id`.
-async fn land(lake: &Lake, id: &str, start: i64, n: i64, tokens: i64) -> Vec<WrittenFile> {
+/// Lands `n` requests of `tokens` input tokens each, one second apart from `start`, as batch
+/// `id`, and places its file as the ingest pipeline does.
+pub(crate) async fn land(
+    lake: &Lake,
+    id: &str,
+    start: i64,
+    n: i64,
+    tokens: i64,
+) -> Vec<WrittenFile> {
+    let files = land_unplaced(lake, id, start, n, tokens).await;
+    place(lake, &files).await;
+    files
+}
+
+/// [`land`] stopped after its commit, before its file is placed under `tables/`.
+pub(crate) async fn land_unplaced(
+    lake: &Lake,
+    id: &str,
+    start: i64,
+    n: i64,
+    tokens: i64,
+) -> Vec<WrittenFile> {
     let ts: Vec<i64> = (0..n).map(|i| start + i * 1_000_000).collect();
     let ids: Vec<String> = (0..n).map(|i| format!("{id}-{i}")).collect();
     let rows = batch_with_columns(
@@ -85,8 +105,32 @@ async fn land(lake: &Lake, id: &str, start: i64, n: i64, tokens: i64) -> Vec<Wri
     files
 }
 
-/// (files, rows, sum of input_tokens) over the active files, read from their objects.
-async fn active(lake: &Lake) -> (usize, usize, i64) {
+/// A stand-in billing file of `rows` rows for the scope `acct|2024-09`, uploaded as batch
+/// `id` and not committed: for the catalog's restatement paths, which never read it.
+pub(crate) async fn upload_scoped(lake: &Lake, id: &str, rows: u64) -> WrittenFile {
+    let file = WrittenFile {
+        path: crate::paths::TableFilePath::new(
+            Table::BillingLines,
+            NaiveDate::from_ymd_opt(2024, 9, 18).unwrap(),
+            id,
+            1,
+        ),
+        scope: Some("acct|2024-09".into()),
+        rows,
+        bytes: 4,
+        min_ts: SEP_18,
+        max_ts: SEP_18,
+    };
+    lake.store()
+        .put(&file.staged(), PutPayload::from_static(b"PAR1"))
+        .await
+        .unwrap();
+    file
+}
+
+/// (files, rows, sum of input_tokens) over the active files, read from their objects as
+/// queries read them.
+pub(crate) async fn active(lake: &Lake) -> (usize, usize, i64) {
     let files = lake
         .catalog()
         .active_files(Table::TokenUsage, None, None)
@@ -95,7 +139,7 @@ async fn active(lake: &Lake) -> (usize, usize, i64) {
     let (mut rows, mut sum) = (0, 0);
     for file in &files {
         let bytes = lake
-            .store()
+            .table_reader()
             .get(&Path::from(file.path.as_str()))
             .await
             .unwrap()
@@ -121,7 +165,7 @@ async fn active(lake: &Lake) -> (usize, usize, i64) {
 }
 
 /// Every `.parquet` under `<data>/<prefix>`, as keys relative to `data`.
-fn on_disk(data: &std::path::Path, prefix: &str) -> Vec<String> {
+pub(crate) fn on_disk(data: &std::path::Path, prefix: &str) -> Vec<String> {
     fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let path = entry.path();
@@ -142,7 +186,7 @@ fn on_disk(data: &std::path::Path, prefix: &str) -> Vec<String> {
     keys
 }
 
-async fn active_keys(lake: &Lake) -> Vec<String> {
+pub(crate) async fn active_keys(lake: &Lake) -> Vec<String> {
     let mut keys: Vec<String> = lake
         .catalog()
         .active_files(Table::TokenUsage, None, None)
@@ -178,24 +222,28 @@ async fn small_files_merge_into_few_and_every_row_stays() {
             ),
             (1, 5, 1, 15)
         );
-        // The same rows and sums, in two files; the merged ones are retired, not yet moved.
+        // The same rows and sums, in two files; the merged ones are retired, not yet moved,
+        // and the merged file waits under _staging/.
         assert_eq!(
             active(&lake).await,
             (2, 17, 3 * (10 + 11 + 12 + 13 + 14) + 14)
         );
-        assert_eq!(on_disk(data, "tables").len(), 7);
+        assert_eq!(on_disk(data, "tables").len(), 6);
+        assert_eq!(on_disk(data, "_staging").len(), 1);
         // A second pass has nothing to merge.
         assert_eq!(
             compact(&lake, &CompactOptions::default()).await.unwrap(),
             CompactionReport::default()
         );
 
-        // The vacuum moves the merged files out of tables/, keeps them through the grace period…
+        // The vacuum moves the merged files out of tables/ and the merged one in, keeps them
+        // through the grace period…
         let settled = settle(&lake, Some(Duration::from_secs(3600)))
             .await
             .unwrap();
-        assert_eq!((settled.moved, settled.deleted), (5, 0));
+        assert_eq!((settled.moved, settled.placed, settled.deleted), (5, 1, 0));
         assert_eq!(on_disk(data, "tables"), active_keys(&lake).await);
+        assert!(on_disk(data, "_staging").is_empty());
         assert_eq!(on_disk(data, "_superseded").len(), 5);
         // …and deletes them once it is over.
         let settled = settle(&lake, Some(Duration::ZERO)).await.unwrap();
@@ -220,11 +268,12 @@ async fn a_pass_interrupted_at_any_step_is_finished_by_the_next() {
         // A crash after the swap, before any move: all three still under tables/. Then a
         // pass that stopped after moving `a`'s object, before recording it.
         lake.store()
-            .rename(&keys[0], &SupersededPath::of(&keys[0]).to_path())
+            .rename(&keys[0], &Aside::Superseded.of(&keys[0]))
             .await
             .unwrap();
         let settled = settle(&lake, None).await.unwrap();
         assert_eq!(settled.moved, 3, "a's move is recorded, b and c move");
+        assert_eq!(settled.placed, 1, "the merged file enters tables/");
         assert_eq!(on_disk(data, "tables"), active_keys(&lake).await);
         // A pass that claimed `c` for deletion and died before deleting it: `c` is never
         // active again, and the next pass past the grace period deletes the other two.
@@ -242,26 +291,10 @@ async fn a_file_made_active_again_comes_back_under_tables() {
     each_lake(async |lake: Lake, data: &std::path::Path| {
         // A bill-like restatement on the catalog's own path: d1, then d2 for the same scope,
         // then d1's very files again (no new copies): d1's file must be back under tables/.
-        let file = |id: &str, rows: u64| WrittenFile {
-            path: crate::paths::TableFilePath::new(
-                Table::BillingLines,
-                NaiveDate::from_ymd_opt(2024, 9, 18).unwrap(),
-                id,
-                1,
-            ),
-            scope: Some("acct|2024-09".into()),
-            rows,
-            bytes: 4,
-            min_ts: SEP_18,
-            max_ts: SEP_18,
-        };
-        let (d1, d2) = ([file("d1", 4)], [file("d2", 3)]);
-        for f in d1.iter().chain(&d2) {
-            lake.store()
-                .put(&f.path.to_path(), PutPayload::from_static(b"PAR1"))
-                .await
-                .unwrap();
-        }
+        let (d1, d2) = (
+            [upload_scoped(&lake, "d1", 4).await],
+            [upload_scoped(&lake, "d2", 3).await],
+        );
         let commit = async |id: &str, hash: &str, files: &[WrittenFile]| {
             lake.catalog()
                 .commit_batch(&batch(id, hash), files, &[])
@@ -269,8 +302,11 @@ async fn a_file_made_active_again_comes_back_under_tables() {
                 .unwrap()
         };
         commit("d1", "h1", &d1).await;
+        place(&lake, &d1).await;
+        // d2's commit stops before its file is placed: the settle places it.
         commit("d2", "h2", &d2).await;
-        settle(&lake, None).await.unwrap();
+        let settled = settle(&lake, None).await.unwrap();
+        assert_eq!((settled.moved, settled.placed), (1, 1));
         let d1_key = d1[0].path.to_path().to_string();
         let d2_key = d2[0].path.to_path().to_string();
         assert_eq!(on_disk(data, "tables"), [d2_key.clone()]);

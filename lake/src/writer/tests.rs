@@ -20,7 +20,7 @@ fn ts(values: &[i64]) -> Arc<TimestampMicrosecondArray> {
 
 async fn read_back(store: &Arc<dyn ObjectStore>, file: &WrittenFile) -> RecordBatch {
     let bytes: Bytes = store
-        .get(&file.path.to_path())
+        .get(&file.staged())
         .await
         .unwrap()
         .bytes()
@@ -98,7 +98,11 @@ async fn splits_by_day_sorts_and_records_ranges() {
     assert_eq!(tokens.values().as_ref(), [10, 20]);
     assert_eq!(
         files[0].bytes,
-        store.head(&files[0].path.to_path()).await.unwrap().size
+        store.head(&files[0].staged()).await.unwrap().size
+    );
+    assert!(
+        store.head(&files[0].path.to_path()).await.is_err(),
+        "nothing written is under tables/ before its commit places it"
     );
 }
 

@@ -117,7 +117,7 @@ fn rules_keep_their_strategy_and_are_listed_by_priority_then_name() {
         parsed(rule("z-first", -5)),
         parsed(node()),
     ];
-    sort_objects(&mut objects);
+    objects.sort_by(|a, b| a.apply_order().cmp(&b.apply_order()));
     let order: Vec<&str> = objects.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(order, ["demo/h100-1", "z-first", "a-storage", "network"]);
 }

@@ -77,6 +77,7 @@ pub async fn write(
         .commit_batch(&batch, &files, &[])
         .await
         .unwrap();
+    gpuledger_lake::retirement::place(lake, &files).await;
 }
 
 fn timestamps(values: Vec<i64>) -> ArrayRef {

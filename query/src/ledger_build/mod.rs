@@ -31,8 +31,7 @@ use gpuledger_ledger::gpu_hours::{ClassifyConfig, GpuHour};
 use gpuledger_ledger::journal::{Balance, SharedCostRule, by_day};
 use gpuledger_ledger::money::Money;
 use gpuledger_ledger::objects::{
-    LabelPolicy, ManualCostSpec, Object, RateCardSpec, ReservationSpec, SharedCostRuleSpec, Spec,
-    sort_objects,
+    LabelPolicy, ManualCostSpec, RateCardSpec, ReservationSpec, SharedCostRuleSpec, Spec,
 };
 use gpuledger_ledger::time::{
     MICROS_PER_DAY, MICROS_PER_HOUR, Micros, Span, floor_day, floor_hour,
@@ -59,24 +58,14 @@ pub struct Declared {
 /// Reads the declared objects from the catalog, typed; rules in the order they apply.
 pub async fn declared(lake: &Lake) -> Result<Declared, QueryError> {
     async fn typed<S: Spec>(lake: &Lake, changed_at: &mut Micros) -> Result<Vec<S>, QueryError> {
-        let mut objects = Vec::new();
-        for stored in lake.catalog().objects(S::KIND.name()).await? {
-            *changed_at = (*changed_at).max(stored.updated_at);
-            let object = Object {
-                kind: S::KIND,
-                name: stored.name.clone(),
-                spec: stored.spec,
-            };
-            objects.push(object);
-        }
-        sort_objects(&mut objects);
-        objects
-            .iter()
-            .map(|o| {
-                o.spec_as::<S>()
-                    .map_err(|e| QueryError::Ledger(format!("{} {}: {e}", S::KIND, o.name)))
+        let declared = lake.catalog().objects_of::<S>().await?;
+        Ok(declared
+            .into_iter()
+            .map(|d| {
+                *changed_at = (*changed_at).max(d.updated_at);
+                d.spec
             })
-            .collect()
+            .collect())
     }
     let mut changed_at = 0;
     let policies: Vec<LabelPolicy> = typed(lake, &mut changed_at).await?;
@@ -421,18 +410,24 @@ async fn build_day(
         records_read: out.gpu_hours.len() as u64,
         started_at,
     };
-    if let CommitOutcome::Duplicate(existing) =
-        lake.catalog().commit_batch(&batch, &files, &[]).await?
-    {
-        return Err(QueryError::Ledger(format!(
-            "ledger batch {} collides with {}",
-            batch_id, existing.batch_id
-        )));
+    match lake.catalog().commit_batch(&batch, &files, &[]).await {
+        Ok(CommitOutcome::Duplicate(existing)) => {
+            gpuledger_lake::retirement::discard(lake, &files).await;
+            return Err(QueryError::Ledger(format!(
+                "ledger batch {} collides with {}",
+                batch_id, existing.batch_id
+            )));
+        }
+        Err(error) => {
+            gpuledger_lake::retirement::discard(lake, &files).await;
+            return Err(error.into());
+        }
+        Ok(_) => {}
     }
     lake.catalog()
         .record_ledger_day(&date_of(window.start).to_string(), started_at, &batch_id)
         .await?;
-    // The day's earlier build leaves `tables/` (lake/src/retirement.rs).
+    // The day's earlier build leaves `tables/`, then this build enters it (lake/src/retirement.rs).
     gpuledger_lake::retirement::settle_after_commit(lake).await;
     Ok(DayReport {
         day: date_of(window.start),

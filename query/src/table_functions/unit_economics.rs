@@ -54,7 +54,7 @@ use datafusion::physical_plan::{collect, execute_stream};
 use futures::StreamExt;
 use gpuledger_lake::Catalog;
 use gpuledger_lake::tables::timestamp;
-use gpuledger_ledger::objects::{Object, Spec};
+use gpuledger_ledger::objects::Spec;
 use gpuledger_ledger::time::MICROS_PER_DAY;
 use gpuledger_ledger::unit_economics::{
     Costing, Outcome, Request, Row, Serving, SloSpec, Slos, TeamCost, UnitEconomics, WorkloadCost,
@@ -444,20 +444,8 @@ fn start_of_day(bound: &ScalarValue) -> ScalarValue {
 
 /// The catalog's objects of one kind, typed (read when a query runs, so it sees the latest apply).
 pub(super) async fn declared_specs<S: Spec>(catalog: &Catalog) -> DfResult<Vec<S>> {
-    let stored = catalog.objects(S::KIND.name()).await.map_err(to_df)?;
-    stored
-        .into_iter()
-        .map(|stored| {
-            let object = Object {
-                kind: S::KIND,
-                name: stored.name,
-                spec: stored.spec,
-            };
-            object.spec_as::<S>().map_err(|e| {
-                DataFusionError::Execution(format!("{} {}: {e}", S::KIND, object.name))
-            })
-        })
-        .collect()
+    let declared = catalog.objects_of::<S>().await.map_err(to_df)?;
+    Ok(declared.into_iter().map(|d| d.spec).collect())
 }
 
 pub(super) async fn run(state: &dyn Session, plan: LogicalPlan) -> DfResult<Vec<RecordBatch>> {

@@ -1,0 +1,163 @@
+//! Staging and placement: `tables/` holds the active files at every step of a write, whatever
+//! step a crash stops it at. (Retirement's moves are tested with compaction, which retires
+//! files too: lake/src/compaction/tests.rs.)
+
+use std::time::SystemTime;
+
+use super::*;
+use crate::catalog::CommitOutcome;
+use crate::compaction::tests::{
+    active, active_keys, batch, each_lake, land, land_unplaced, on_disk, upload_scoped,
+};
+use crate::tables::{Table, batch_with_columns};
+use crate::writer::TableWriter;
+
+// 2024-09-18T00:00:00Z in microseconds.
+const SEP_18: i64 = 1_726_617_600_000_000;
+
+/// Writes one token request as batch `id` without committing it.
+async fn upload(lake: &Lake, id: &str) -> Vec<WrittenFile> {
+    use arrow::array::{Int64Array, StringArray, TimestampMicrosecondArray};
+    let rows = batch_with_columns(
+        Table::TokenUsage,
+        vec![
+            (
+                "ts",
+                Arc::new(TimestampMicrosecondArray::from(vec![SEP_18]).with_timezone("UTC")),
+            ),
+            ("request_id", Arc::new(StringArray::from(vec![id]))),
+            ("model", Arc::new(StringArray::from(vec!["llama"]))),
+            ("input_tokens", Arc::new(Int64Array::from(vec![100]))),
+            ("source", Arc::new(StringArray::from(vec!["canonical"]))),
+        ],
+    )
+    .unwrap();
+    TableWriter::new(Arc::clone(lake.store()), id)
+        .write(Table::TokenUsage, &rows)
+        .await
+        .unwrap()
+}
+
+/// Sets the modification time of the local object `key` of the lake at `data` to `ago` before now.
+fn age(data: &std::path::Path, key: &Path, ago: Duration) {
+    let file = std::fs::File::options()
+        .write(true)
+        .open(data.join(key.as_ref()))
+        .unwrap();
+    file.set_modified(SystemTime::now() - ago).unwrap();
+}
+
+#[tokio::test]
+async fn nothing_enters_tables_before_its_commit_is_placed() {
+    each_lake(async |lake: Lake, data: &std::path::Path| {
+        // Written, not committed: under _staging/ only, read by no one.
+        let written = upload(&lake, "w1").await;
+        assert!(on_disk(data, "tables").is_empty());
+        assert_eq!(
+            on_disk(data, "_staging"),
+            ["_staging/tables/token_usage/date=2024-09-18/w1-00001.parquet"]
+        );
+        // Committed (a crash before the placement): active, and queries read it where it
+        // waits, but an outside glob still sees nothing.
+        let outcome = lake
+            .catalog()
+            .commit_batch(&batch("w1", "w1"), &written, &[])
+            .await
+            .unwrap();
+        assert!(matches!(outcome, CommitOutcome::Committed { .. }));
+        assert!(on_disk(data, "tables").is_empty());
+        assert_eq!(active(&lake).await, (1, 1, 100));
+        // Placed: under tables/, nowhere else.
+        let placed = place(&lake, &written).await;
+        assert_eq!(placed.placed, 1);
+        assert_eq!(on_disk(data, "tables"), active_keys(&lake).await);
+        assert!(on_disk(data, "_staging").is_empty());
+        // Placing again (a retried request) changes nothing.
+        assert_eq!(place(&lake, &written).await, SettleReport::default());
+
+        // A commit whose placement never ran is placed by the next settle, on any replica.
+        land_unplaced(&lake, "w2", SEP_18 + 1_000_000, 2, 7).await;
+        assert_eq!(on_disk(data, "tables").len(), 1);
+        let settled = settle(&lake, None).await.unwrap();
+        assert_eq!(settled.placed, 1);
+        assert_eq!(on_disk(data, "tables"), active_keys(&lake).await);
+        assert_eq!(active(&lake).await, (2, 3, 114));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn uploads_no_commit_lists_are_deleted_after_a_day() {
+    each_lake(async |lake: Lake, data: &std::path::Path| {
+        let stale = upload(&lake, "crashed").await;
+        let young = upload(&lake, "in-flight").await;
+        let committed = land_unplaced(&lake, "slow", SEP_18, 1, 5).await;
+        for file in stale.iter().chain(&committed) {
+            age(
+                data,
+                &file.staged(),
+                ABANDONED_AFTER + Duration::from_secs(60),
+            );
+        }
+        // Even with no grace period for retired files, an upload younger than a day may be
+        // an ingest about to commit: it stays.
+        let settled = settle(&lake, Some(Duration::ZERO)).await.unwrap();
+        assert_eq!((settled.abandoned, settled.placed), (1, 1));
+        assert_eq!(
+            on_disk(data, "_staging"),
+            [format!("_staging/{}", young[0].path.to_path())]
+        );
+        assert_eq!(on_disk(data, "tables"), active_keys(&lake).await);
+        assert_eq!(active(&lake).await, (1, 1, 5));
+        // What a failed commit leaves is discarded at once.
+        discard(&lake, &young).await;
+        assert!(on_disk(data, "_staging").is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_file_retired_before_it_was_placed_never_enters_tables() {
+    each_lake(async |lake: Lake, data: &std::path::Path| {
+        // Billing-like scoped files: d1 is committed, and d2 restates its scope before d1's
+        // placement runs (two ingests racing); then d1's placement runs late.
+        let (d1, d2) = (
+            [upload_scoped(&lake, "d1", 4).await],
+            [upload_scoped(&lake, "d2", 3).await],
+        );
+        for (id, files) in [("d1", &d1), ("d2", &d2)] {
+            lake.catalog()
+                .commit_batch(&batch(id, id), files, &[])
+                .await
+                .unwrap();
+        }
+        assert_eq!(settle_after_commit(&lake).await.placed, 1);
+        assert_eq!(place(&lake, &d1).await.placed, 0);
+        let d2_key = d2[0].path.to_path().to_string();
+        assert_eq!(on_disk(data, "tables"), [d2_key]);
+        assert_eq!(
+            on_disk(data, "_superseded"),
+            [format!("_superseded/{}", d1[0].path.to_path())]
+        );
+        // Its grace period over, it is deleted like any retired file.
+        let settled = settle(&lake, Some(Duration::ZERO)).await.unwrap();
+        assert_eq!(settled.deleted, 1);
+        assert!(on_disk(data, "_superseded").is_empty());
+        assert!(on_disk(data, "_staging").is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_landed_file_reads_the_same_before_and_after_its_placement() {
+    each_lake(async |lake: Lake, _data: &std::path::Path| {
+        let files = land_unplaced(&lake, "p", SEP_18, 3, 2).await;
+        let before = active(&lake).await;
+        place(&lake, &files).await;
+        assert_eq!(before, active(&lake).await);
+        assert_eq!(before, (1, 3, 6));
+        land(&lake, "q", SEP_18 + 9_000_000, 1, 1).await;
+        assert_eq!(active(&lake).await, (2, 4, 7));
+    })
+    .await;
+}
