@@ -47,7 +47,7 @@ use arrow::error::ArrowError;
 use gpuledger_lake::tables::{DCGM_FIELDS, GPU_IDENTITY_COLUMNS, Table};
 
 use crate::error::IngestError;
-use crate::record::{MAX_TIME_MICROS, ParseContext, Rejection, Sink};
+use crate::record::{ParseContext, Rejection, Sink};
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -1283,7 +1283,7 @@ impl<'c> Parser<'c> {
             self.stats.sentinels_dropped += 1;
             return Ok(Ok(()));
         }
-        if !(0..MAX_TIME_MICROS).contains(&sample.ts) {
+        if !crate::time::is_landable(sample.ts) {
             return Ok(Err(LineError::new(
                 "timestamp",
                 format!(

@@ -54,13 +54,13 @@ use arrow::array::{
 use arrow::datatypes::Int32Type;
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
-use chrono::{DateTime, LocalResult, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use gpuledger_lake::tables::Table;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::IngestError;
-use crate::record::{MAX_TIME_MICROS, ParseContext, Rejection, Sink};
+use crate::record::{ParseContext, Rejection, Sink};
 
 /// The most devices one event may count (a whole fleet's GPUs in one job).
 const MAX_GPUS: f64 = 1_000_000.0;
@@ -263,16 +263,7 @@ impl Event {
     /// The checks every source's events pass: a time that is a date (1970 to 9999) and a device
     /// count that is a whole number of devices a workload can hold.
     fn check(&self) -> Result<(), Bad> {
-        let micros = self.ts.timestamp_micros();
-        if !(0..MAX_TIME_MICROS).contains(&micros) {
-            return Err(Bad::new(
-                "ts",
-                format!(
-                    "{} is outside 1970-01-01 to 9999-12-31",
-                    self.ts.to_rfc3339()
-                ),
-            ));
-        }
+        crate::time::landable(self.ts).map_err(|reason| Bad::new("ts", reason))?;
         if let Some(gpus) = self.subject.gpus
             && !(gpus.fract() == 0.0 && (0.0..=MAX_GPUS).contains(&gpus))
         {
@@ -770,38 +761,6 @@ impl Lines<'_> {
     }
 }
 
-/// A timestamp as the sources write it: RFC 3339 with an offset, or naive local time in `tz`
-/// (Slurm without `TZ=UTC`). A local time repeated when clocks go back is read as its first
-/// occurrence (Slurm lines choose by their Elapsed instead, see [`time_readings`]); a local time
-/// skipped when clocks go forward does not exist and is an error.
-fn parse_time(text: &str, tz: chrono_tz::Tz) -> Result<DateTime<Utc>, String> {
-    time_readings(text, tz).map(|readings| readings[0])
-}
-
-/// Every instant a timestamp can stand for, earliest first: one, or two for a local time that
-/// clocks going back repeat. A local time in the gap when clocks go forward is an error: no
-/// clock in `tz` showed it, so the time zone given is not the one the source wrote in.
-fn time_readings(text: &str, tz: chrono_tz::Tz) -> Result<Vec<DateTime<Utc>>, String> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
-        return Ok(vec![t.with_timezone(&Utc)]);
-    }
-    let naive = NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
-        .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f"))
-        .map_err(|_| {
-            format!("'{text}' is not a timestamp (expected RFC 3339 or YYYY-MM-DDTHH:MM:SS)")
-        })?;
-    match tz.from_local_datetime(&naive) {
-        LocalResult::Single(t) => Ok(vec![t.with_timezone(&Utc)]),
-        LocalResult::Ambiguous(first, second) => {
-            Ok(vec![first.with_timezone(&Utc), second.with_timezone(&Utc)])
-        }
-        LocalResult::None => Err(format!(
-            "'{text}' does not exist in time zone {tz} (clocks jumped forward): is {tz} the \
-             time zone the input was written in?"
-        )),
-    }
-}
-
 /// A JSON pointer as the user reads a field: `/status/startTime` → `status.startTime`.
 fn field_name(pointer: &str) -> String {
     pointer.trim_start_matches('/').replace('/', ".")
@@ -853,7 +812,7 @@ fn json_time(
 ) -> Result<Option<DateTime<Utc>>, Bad> {
     json_str(value, pointer)?
         .map(|text| {
-            parse_time(text, ctx.tz).map_err(|reason| Bad::new(field_name(pointer), reason))
+            crate::time::parse(text, ctx.tz).map_err(|reason| Bad::new(field_name(pointer), reason))
         })
         .transpose()
 }

@@ -41,7 +41,7 @@ use rust_decimal::{Decimal, RoundingStrategy};
 use serde_json::{Map, Value as Json};
 
 use crate::error::IngestError;
-use crate::record::{MAX_TIME_MICROS, ParseContext, Rejection, Sink};
+use crate::record::{ParseContext, Rejection, Sink};
 
 #[cfg(test)]
 mod tests;
@@ -429,7 +429,7 @@ fn parse_datetime(text: &str, date_format: Option<&str>) -> Result<i64, String> 
         })
         .or_else(|| date_format.and_then(|format| in_format(trimmed, format)));
     if let Some(time) = parsed
-        && !(0..MAX_TIME_MICROS).contains(&time.timestamp_micros())
+        && !crate::time::is_landable(time.timestamp_micros())
     {
         return Err(format!("'{text}' is outside 1970-01-01 to 9999-12-31"));
     }

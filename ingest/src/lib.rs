@@ -8,6 +8,8 @@
 //! - `tokens.rs`: canonical JSON lines, LiteLLM spend logs, OpenTelemetry GenAI → `token_usage`;
 //! - `remote_write.rs`: Prometheus remote-write bodies → the dcgm mapping, series by series;
 //! - `events.rs`: canonical JSON lines, Kubernetes pods, Kueue, Slurm sacct → `scheduler_events`;
+//! - `time.rs`: the toolkit's timestamps: RFC 3339 or local time in `--tz`, and the range the
+//!   lake keeps (1970 to 9999), shared by every parser;
 //! - `pipeline.rs`: input decoding (gzip, stdin), idempotency, the writer task, the quarantine;
 //! - `fuzzing.rs`: the entry point of the fuzz targets under `fuzz/` and of their corpus replay.
 
@@ -22,6 +24,7 @@ pub mod record;
 pub mod remote_write;
 #[doc(hidden)]
 pub mod testdata;
+mod time;
 pub mod tokens;
 
 pub use error::IngestError;

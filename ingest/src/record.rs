@@ -9,10 +9,6 @@ use crate::error::IngestError;
 
 pub use gpuledger_lake::Rejection;
 
-/// 10000-01-01T00:00:00Z in µs. Every time a parser lands is from 1970-01-01 up to this (not
-/// included): a date the lake can partition by and every client can print.
-pub(crate) const MAX_TIME_MICROS: i64 = 253_402_300_800_000_000;
-
 /// Where parsed output goes. The pipeline's sink writes batches to Parquet as they arrive and
 /// collects rejections; in `--strict` mode `reject` fails and the parser stops.
 pub trait Sink {

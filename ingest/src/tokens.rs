@@ -20,13 +20,13 @@ use arrow::array::{
     ArrayRef, BooleanArray, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray,
 };
 use arrow::record_batch::RecordBatch;
-use chrono::{DateTime, LocalResult, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use gpuledger_lake::tables::Table;
 use serde_json::{Map, Value};
 
 use crate::error::IngestError;
-use crate::record::{MAX_TIME_MICROS, ParseContext, Rejection, Sink};
+use crate::record::{ParseContext, Rejection, Sink};
 use json_records::JsonRecords;
 
 mod json_records;
@@ -804,16 +804,7 @@ impl<'a> Fields<'a> {
         self.get(key)
             .map(|value| {
                 parse_time(value, tz)
-                    .and_then(|time| {
-                        if (0..MAX_TIME_MICROS).contains(&time.timestamp_micros()) {
-                            Ok(time)
-                        } else {
-                            Err(format!(
-                                "{} is outside 1970-01-01 to 9999-12-31",
-                                time.to_rfc3339()
-                            ))
-                        }
-                    })
+                    .and_then(crate::time::landable)
                     .map_err(|reason| Invalid::new(self.name(key), reason))
             })
             .transpose()
@@ -862,27 +853,8 @@ fn parse_time(value: &Value, tz: Tz) -> Result<DateTime<Utc>, String> {
             DateTime::from_timestamp_micros((seconds * 1e6).round() as i64)
                 .ok_or_else(|| format!("epoch time {n} is out of range"))
         }
-        Value::String(text) => parse_time_text(text.trim(), tz),
+        Value::String(text) => crate::time::parse(text.trim(), tz),
         other => Err(format!("expected a timestamp, found {}", kind(other))),
-    }
-}
-
-fn parse_time_text(text: &str, tz: Tz) -> Result<DateTime<Utc>, String> {
-    if let Ok(time) = DateTime::parse_from_rfc3339(text) {
-        return Ok(time.to_utc());
-    }
-    let naive = NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
-        .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f"))
-        .map_err(|_| {
-            format!("not a timestamp: '{text}' (expected RFC 3339, e.g. 2025-01-24T09:20:46Z)")
-        })?;
-    match tz.from_local_datetime(&naive) {
-        LocalResult::Single(time) => Ok(time.to_utc()),
-        // The hour repeated when clocks go back cannot be told apart: the earlier one is taken.
-        LocalResult::Ambiguous(earlier, _) => Ok(earlier.to_utc()),
-        LocalResult::None => Err(format!(
-            "'{text}' does not exist in time zone {tz} (skipped by a daylight-saving change)"
-        )),
     }
 }
 

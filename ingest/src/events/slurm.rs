@@ -28,7 +28,7 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use super::{Attribution, Bad, Event, EventKind, Source, StopClass, Subject, time_readings};
+use super::{Attribution, Bad, Event, EventKind, Source, StopClass, Subject};
 use crate::record::ParseContext;
 
 /// XDMoD's `--format`, the layout of header-less input.
@@ -140,7 +140,9 @@ impl Sacct {
         let readings = |column: usize| -> Result<Vec<DateTime<Utc>>, Bad> {
             match value(column) {
                 "" | "Unknown" | "None" => Ok(Vec::new()),
-                text => time_readings(text, ctx.tz).map_err(|reason| self.bad(column, reason)),
+                text => {
+                    crate::time::readings(text, ctx.tz).map_err(|reason| self.bad(column, reason))
+                }
             }
         };
         let elapsed = match optional(self.elapsed) {

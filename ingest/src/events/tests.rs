@@ -502,17 +502,6 @@ fn slurm_header_steps_and_local_time() {
 }
 
 #[test]
-fn repeated_local_hour_is_read_as_its_first_occurrence() {
-    let fall_back = parse_time("2024-11-03T01:30:00", chrono_tz::America::New_York).unwrap();
-    assert_eq!(
-        fall_back,
-        Utc.with_ymd_and_hms(2024, 11, 3, 5, 30, 0).unwrap()
-    );
-    let utc = parse_time("2024-11-03T01:30:00", chrono_tz::UTC).unwrap();
-    assert_eq!(utc, Utc.with_ymd_and_hms(2024, 11, 3, 1, 30, 0).unwrap());
-}
-
-#[test]
 fn hostlists_and_array_ranges_expand() {
     let hosts = slurm::expand_hostlist("gpu[01-03,10],cpu7,rack[1-2]n[8-9]").unwrap();
     assert_eq!(

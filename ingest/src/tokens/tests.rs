@@ -496,7 +496,8 @@ fn bad_lines_are_rejected_with_their_line_and_field_while_the_rest_lands() {
             (
                 9,
                 "ts",
-                "not a timestamp: 'yesterday' (expected RFC 3339, e.g. 2025-01-24T09:20:46Z)"
+                "'yesterday' is not a timestamp (expected RFC 3339 such as 2025-01-24T09:20:46Z, \
+                 or YYYY-MM-DDTHH:MM:SS in the input's time zone)"
             ),
             (10, "(record)", "expected a JSON object, found an array"),
             (
@@ -558,8 +559,8 @@ fn naive_canonical_times_are_read_in_the_context_zone() {
         [(
             4,
             "ts",
-            "'2025-03-30T02:30:00' does not exist in time zone Europe/Berlin (skipped by a \
-             daylight-saving change)"
+            "'2025-03-30T02:30:00' does not exist in time zone Europe/Berlin (clocks jumped \
+             forward): is Europe/Berlin the time zone the input was written in?"
         )]
     );
 }
