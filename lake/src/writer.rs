@@ -17,6 +17,8 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
+use gpuledger_ledger::time::MICROS_PER_DAY;
+
 use crate::error::{LakeError, Result};
 use crate::paths::{Aside, TableFilePath};
 use crate::tables::Table;
@@ -123,9 +125,6 @@ fn time_column(
     }
     Ok(column.as_primitive::<TimestampMicrosecondType>().clone())
 }
-
-const MICROS_PER_DAY: i64 = 86_400_000_000;
-
 
 /// The UTC day of a time; a time no date can be written for (the parsers reject them before
 /// they get here) is an error, never a panic.

@@ -33,11 +33,8 @@ use gpuledger_ledger::capacity::{NodeFree, ReplicaAllocation, Windows, fit, repl
 use gpuledger_ledger::time::Span;
 use gpuledger_ledger::unit_economics::{DEFAULT_OBJECTIVE, slo_met};
 
-use super::unit_economics::{
-    UnitEconomicsSources, column, declared_slos, declared_specs, floats, for_each_request, run,
-    strings, text,
-};
-use super::{Computed, computed};
+use super::support::{Computed, column, computed, declared_specs, floats, run, strings, text};
+use super::unit_economics::{UnitEconomicsSources, declared_slos, for_each_request};
 
 /// The literal arguments of a call, as `data_type`.
 fn literal(

@@ -16,7 +16,7 @@ use datafusion::datasource::{TableProvider, ViewTable};
 use datafusion::functions_aggregate::expr_fn::sum;
 use datafusion::logical_expr::{LogicalPlanBuilder, col, lit};
 
-use super::{scan_window, window};
+use super::support::{scan_window, window};
 
 #[derive(Debug)]
 pub struct IdleSummary {

@@ -41,9 +41,11 @@ use gpuledger_ledger::spot::{
 use gpuledger_ledger::time::{MICROS_PER_HOUR, Span};
 use gpuledger_ledger::training::Ending;
 
+use super::support::{
+    Computed, column, computed, declared_specs, floats, money_or_zero, run, scan_window, strings,
+    text, window,
+};
 use super::training_economics::training_runs;
-use super::unit_economics::{column, declared_specs, floats, run, strings, text};
-use super::{Computed, computed, money_or_zero, scan_window, window};
 
 #[derive(Debug)]
 pub struct SpotSavings {

@@ -16,7 +16,7 @@ use datafusion::datasource::{TableProvider, ViewTable};
 use datafusion::functions_aggregate::expr_fn::sum;
 use datafusion::logical_expr::{Expr, col, lit, when};
 
-use super::{no_money, scan_window, window};
+use super::support::{no_money, scan_window, window};
 
 #[derive(Debug)]
 pub struct TeamCosts {

@@ -36,8 +36,10 @@ use datafusion::logical_expr::{Expr, col, lit, when};
 use gpuledger_lake::tables::timestamp;
 use gpuledger_ledger::training::{Event, Row, TrainingRuns, WorkloadCost};
 
-use super::unit_economics::{column, floats, integers, run, strings, text};
-use super::{Computed, computed, money_or_zero, scan_window, window};
+use super::support::{
+    Computed, column, computed, floats, integers, money_or_zero, run, scan_window, strings, text,
+    window,
+};
 
 #[derive(Debug)]
 pub struct TrainingEconomics {

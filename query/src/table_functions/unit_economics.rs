@@ -40,28 +40,26 @@ use std::sync::{Arc, LazyLock};
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
 };
-use arrow::compute::cast;
-use arrow::datatypes::{
-    DataType, Field, Float64Type, Int64Type, Schema, SchemaRef, TimestampMicrosecondType,
-};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampMicrosecondType};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::datasource::TableProvider;
 use datafusion::functions_aggregate::expr_fn::sum;
-use datafusion::logical_expr::{Expr, LogicalPlan, col, lit, when};
-use datafusion::physical_plan::{collect, execute_stream};
+use datafusion::logical_expr::{Expr, col, lit, when};
+use datafusion::physical_plan::execute_stream;
 use futures::StreamExt;
 use gpuledger_lake::Catalog;
 use gpuledger_lake::tables::timestamp;
-use gpuledger_ledger::objects::Spec;
 use gpuledger_ledger::time::MICROS_PER_DAY;
 use gpuledger_ledger::unit_economics::{
     Costing, Outcome, Request, Row, Serving, SloSpec, Slos, TeamCost, UnitEconomics, WorkloadCost,
 };
 
-use super::{Computed, computed, money_or_zero, no_money, scan_window, window};
-use crate::error::to_df;
+use super::support::{
+    Computed, column, computed, declared_specs, floats, integers, money_or_zero, no_money, run,
+    scan_window, strings, text, window,
+};
 
 /// The lake tables the unit and training economics read, and the catalog that holds the SLOs.
 #[derive(Debug, Clone)]
@@ -440,47 +438,6 @@ fn start_of_day(bound: &ScalarValue) -> ScalarValue {
         ),
         other => other.clone(),
     }
-}
-
-/// The catalog's objects of one kind, typed (read when a query runs, so it sees the latest apply).
-pub(super) async fn declared_specs<S: Spec>(catalog: &Catalog) -> DfResult<Vec<S>> {
-    let declared = catalog.objects_of::<S>().await.map_err(to_df)?;
-    Ok(declared.into_iter().map(|d| d.spec).collect())
-}
-
-pub(super) async fn run(state: &dyn Session, plan: LogicalPlan) -> DfResult<Vec<RecordBatch>> {
-    let physical = state.create_physical_plan(&plan).await?;
-    collect(physical, state.task_ctx()).await
-}
-
-/// A column as `data_type` (Parquet may hand strings back as views).
-pub(super) fn column(batch: &RecordBatch, name: &str, data_type: &DataType) -> DfResult<ArrayRef> {
-    let array = batch
-        .column_by_name(name)
-        .ok_or_else(|| DataFusionError::Internal(format!("no column {name}")))?;
-    Ok(cast(array, data_type)?)
-}
-
-pub(super) fn strings(batch: &RecordBatch, name: &str) -> DfResult<StringArray> {
-    Ok(column(batch, name, &DataType::Utf8)?
-        .as_string::<i32>()
-        .clone())
-}
-
-pub(super) fn integers(batch: &RecordBatch, name: &str) -> DfResult<Int64Array> {
-    Ok(column(batch, name, &DataType::Int64)?
-        .as_primitive::<Int64Type>()
-        .clone())
-}
-
-pub(super) fn floats(batch: &RecordBatch, name: &str) -> DfResult<Float64Array> {
-    Ok(column(batch, name, &DataType::Float64)?
-        .as_primitive::<Float64Type>()
-        .clone())
-}
-
-pub(super) fn text(values: &StringArray, row: usize) -> Option<&str> {
-    values.is_valid(row).then(|| values.value(row))
 }
 
 fn rows_batch(rows: &[Row]) -> DfResult<RecordBatch> {

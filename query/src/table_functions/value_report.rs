@@ -33,10 +33,8 @@ use gpuledger_lake::tables::timestamp;
 use gpuledger_ledger::unit_economics::{slo_met, succeeded};
 use gpuledger_ledger::value::{DayTraffic, DayValue, ValueMappingSpec, evaluate, roi};
 
-use super::unit_economics::{
-    UnitEconomicsSources, costed, days, declared_slos, declared_specs, for_each_request,
-};
-use super::{Computed, computed, window};
+use super::support::{Computed, computed, declared_specs, window};
+use super::unit_economics::{UnitEconomicsSources, costed, days, declared_slos, for_each_request};
 
 /// `value_report(from, to)`, or `value_report_daily(from, to)` when `daily`.
 #[derive(Debug)]
