@@ -15,10 +15,10 @@ use std::fmt::Write as _;
 
 use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
 use datafusion::arrow::util::pretty::pretty_format_batches;
+use gpuledger_build::{balance, build_ledger, day_span, declared};
 use gpuledger_ingest::ParseContext;
 use gpuledger_ingest::pipeline::{IngestOptions, Input, Outcome, Source, ingest};
 use gpuledger_lake::{Lake, LakeConfig};
-use gpuledger_query::ledger_build::{balance, build_ledger, day_span, declared};
 use gpuledger_query::new_session;
 use proptest::prelude::*;
 

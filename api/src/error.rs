@@ -8,6 +8,7 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use datafusion::error::DataFusionError;
+use gpuledger_build::BuildError;
 use gpuledger_ingest::IngestError;
 use gpuledger_lake::LakeError;
 use gpuledger_query::QueryError;
@@ -42,6 +43,9 @@ pub enum ApiError {
     Lake(#[from] LakeError),
     #[error(transparent)]
     Ingest(#[from] IngestError),
+    /// The ledger could not be built or checked.
+    #[error(transparent)]
+    Build(#[from] BuildError),
     #[error("the service is shutting down")]
     Unavailable,
     /// A failure of the service itself; logged, never shown.
@@ -97,7 +101,9 @@ impl ApiError {
             ApiError::RequestTimeout(_) => {
                 class(StatusCode::REQUEST_TIMEOUT, "57014", "Request timeout")
             }
-            ApiError::Query(error) => query_class(error),
+            ApiError::Query(error) | ApiError::Build(BuildError::Query(error)) => {
+                query_class(error)
+            }
             ApiError::Ingest(IngestError::OtherTeam { .. }) => {
                 class(StatusCode::FORBIDDEN, "42501", "Forbidden")
             }
@@ -111,7 +117,10 @@ impl ApiError {
                 "22P02",
                 "The input could not be read",
             ),
-            ApiError::Ingest(_) | ApiError::Lake(_) | ApiError::Internal(_) => internal(),
+            ApiError::Ingest(_)
+            | ApiError::Lake(_)
+            | ApiError::Build(_)
+            | ApiError::Internal(_) => internal(),
             ApiError::Unavailable => class(StatusCode::SERVICE_UNAVAILABLE, "57P01", "Unavailable"),
         }
     }
@@ -181,7 +190,7 @@ fn query_class(error: &QueryError) -> Class {
             "54000",
             "Result size limit exceeded",
         ),
-        QueryError::Lake(_) | QueryError::Ledger(_) => internal(),
+        QueryError::Lake(_) => internal(),
         QueryError::DataFusion(_) => match error.datafusion_root() {
             Some(DataFusionError::ResourcesExhausted(_)) => class(
                 StatusCode::UNPROCESSABLE_ENTITY,

@@ -10,10 +10,6 @@ pub enum QueryError {
     #[error(transparent)]
     Lake(#[from] gpuledger_lake::LakeError),
 
-    /// The ledger could not be built as asked.
-    #[error("ledger: {0}")]
-    Ledger(String),
-
     /// A user's SQL that does more than read.
     #[error("{0}")]
     Refused(String),

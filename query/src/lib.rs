@@ -3,20 +3,22 @@
 //! - `lake_table.rs`: a landed table, its files listed by the catalog and pruned by time;
 //! - `system_tables.rs`: `system.files`, `system.ingest_batches`, `system.quarantine`, `system.report_runs`;
 //! - `udf/`: the ledger's SQL functions, one module each, registered by `udf::register_all`;
-//! - `table_functions/`: `team_costs`, `idle_summary`, `unit_economics`, `unit_economics_daily` (each `(from, to)`);
+//! - `table_functions/`: `team_costs`, `idle_summary`, `unit_economics`, `unit_economics_daily`,
+//!   `training_economics`, `spot_savings`, `value_report`, `value_report_daily` (each
+//!   `(from, to)`), `inference_capacity` and `gpu_fit`; what they share in `support.rs`;
 //! - `session.rs`: the one place that builds a `SessionContext` with everything registered;
 //! - `scope.rs`: what a team-scoped session sees; `user_query.rs`: users' SQL, read-only and bounded;
 //! - `sandbox.rs`: the bounds a user's statement is checked against before planning, and the
 //!   settings a session may change; `runtime.rs`: the large-stack runtime users' queries run on;
 //!   `cancel.rs`: how a query's operators stop once its caller stops waiting;
 //! - `value_limits.rs`: caps on the values string and array functions build, in limited sessions;
-//! - `spend.rs`: budget spend, `/v1/costs` aggregation and table functions over a window, for the API;
-//! - `ledger_build/`: keeps `gpu_hours`, `cost_entries`, `allocations` in the lake up to date.
+//! - `spend.rs`: budget spend, `/v1/costs` aggregation and table functions over a window, for the API.
+//!
+//! The read side only: the ledger's tables are written by the `gpuledger-build` crate (build/).
 
 pub mod cancel;
 pub mod error;
 pub mod lake_table;
-pub mod ledger_build;
 pub mod runtime;
 pub mod sandbox;
 pub mod scope;

@@ -9,7 +9,7 @@ mod fleet;
 
 use std::time::Instant;
 
-use gpuledger_query::ledger_build::{build_ledger, days_between};
+use gpuledger_build::{build_ledger, days_between};
 use gpuledger_report::{Format, IsoWeek, TenantLimits, weekly_report};
 
 fn main() {

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{Datelike, NaiveDate};
 use datafusion::prelude::SessionContext;
+use gpuledger_build::{Declared, balance, declared};
 use gpuledger_lake::Lake;
-use gpuledger_query::ledger_build::{Declared, balance, declared};
 use gpuledger_query::new_session;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;

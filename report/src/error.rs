@@ -17,6 +17,10 @@ pub enum ReportError {
     #[error(transparent)]
     Lake(#[from] gpuledger_lake::LakeError),
 
+    /// The ledger's balance or declared objects could not be read.
+    #[error(transparent)]
+    Ledger(#[from] gpuledger_build::BuildError),
+
     #[error("object store: {0}")]
     ObjectStore(#[from] object_store::Error),
 

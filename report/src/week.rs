@@ -4,8 +4,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use chrono::{Datelike, NaiveDate, Weekday};
+use gpuledger_build::day_span;
 use gpuledger_ledger::time::Span;
-use gpuledger_query::ledger_build::day_span;
 
 use crate::error::ReportError;
 

@@ -10,6 +10,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
+use gpuledger_build::{balance, build_ledger, day_span, days_between, declared};
 use gpuledger_demo::dcgm::DcgmScrapes;
 use gpuledger_demo::focus::{billing_lines, focus_csv};
 use gpuledger_demo::scenario::CLUSTER;
@@ -21,7 +22,6 @@ use gpuledger_lake::Lake;
 use gpuledger_lake::tables::Table;
 use gpuledger_ledger::budget::{BudgetTarget, Month, status};
 use gpuledger_ledger::time::Span;
-use gpuledger_query::ledger_build::{balance, build_ledger, day_span, days_between, declared};
 use gpuledger_query::new_session;
 use gpuledger_query::spend::{budget_spend, covered_until};
 use indicatif::{ProgressBar, ProgressStyle};

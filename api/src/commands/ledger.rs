@@ -3,11 +3,9 @@
 use std::process::ExitCode;
 
 use chrono::NaiveDate;
+use gpuledger_build::{balance, build_ledger, day_span, days_between, declared, input_days};
 use gpuledger_lake::Lake;
 use gpuledger_ledger::time::Span;
-use gpuledger_query::ledger_build::{
-    balance, build_ledger, day_span, days_between, declared, input_days,
-};
 
 use crate::EXIT_REJECTED;
 use crate::cli::{LedgerArgs, LedgerCommand};

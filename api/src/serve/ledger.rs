@@ -4,8 +4,8 @@
 
 use axum::Json;
 use axum::extract::State;
+use gpuledger_build::{balance, declared};
 use gpuledger_ledger::time::Span;
-use gpuledger_query::ledger_build::{balance, declared};
 use serde::Serialize;
 use utoipa::ToSchema;
 

@@ -14,8 +14,8 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, NaiveDate, Utc};
+use gpuledger_build::{build_ledger, days_changed_since, declared};
 use gpuledger_lake::Lake;
-use gpuledger_query::ledger_build::{build_ledger, days_changed_since, declared};
 use serde::Serialize;
 use utoipa::ToSchema;
 

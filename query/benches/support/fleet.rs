@@ -1,8 +1,8 @@
 //! The benchmarks' fleet: 1,000 GPUs (125 nodes × 8 H100) × 7 days from 2026-11-02 (ISO week
 //! 2026-W45), telemetry every 15 s (40.3 M samples), ~4 jobs per GPU per day from 6 teams, a
 //! billing line per node per day plus network and storage, warm-pool reservations. Shared by
-//! `query/benches/ledger_build.rs` and `report/benches/weekly_report.rs` (`#[path]`), so both
-//! measure the same data. Telemetry is written straight to Parquet (the text parser has its own
+//! `build/benches/ledger_build.rs`, `query/benches/sql_peers.rs` and
+//! `report/benches/weekly_report.rs` (`#[path]`), so all measure the same data. Telemetry is written straight to Parquet (the text parser has its own
 //! benchmark); billing lands through the real FOCUS ingest path.
 
 #![allow(dead_code)] // each bench uses part of it
@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use arrow::array::{ArrayRef, Float64Array, Int32Array, StringArray, TimestampMicrosecondArray};
 use chrono::NaiveDate;
+use gpuledger_build::{Declared, day_span};
 use gpuledger_demo::noise::mix;
 use gpuledger_lake::catalog::NewBatch;
 use gpuledger_lake::tables::{Table, batch_with_columns};
@@ -21,7 +22,6 @@ use gpuledger_ledger::amortize::Strategy;
 use gpuledger_ledger::build::{Node, Reservation};
 use gpuledger_ledger::journal::{Basis, SharedCostRule};
 use gpuledger_ledger::time::{MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND, Span};
-use gpuledger_query::ledger_build::{Declared, day_span};
 
 pub const NODES: usize = 125;
 pub const GPUS: usize = 8;

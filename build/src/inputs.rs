@@ -13,7 +13,7 @@ use gpuledger_ledger::gpu_hours::{ClassCosts, GpuHour, Owner, UsageSample, usage
 use gpuledger_ledger::money::Money;
 use gpuledger_ledger::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
 
-use crate::error::QueryError;
+use crate::error::BuildError;
 
 /// How far back to look for the start of an allocation still running in the window.
 pub const EVENT_LOOKBACK: Micros = 31 * 24 * 3_600_000_000;
@@ -24,7 +24,7 @@ pub fn ts_literal(micros: Micros) -> String {
     format!("TIMESTAMP '{}'", t.format("%Y-%m-%dT%H:%M:%S%.6fZ"))
 }
 
-async fn query(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>, QueryError> {
+async fn query(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>, BuildError> {
     Ok(ctx.sql(sql).await?.collect().await?)
 }
 
@@ -60,7 +60,7 @@ impl<'a> Columns<'a> {
     }
 }
 
-pub async fn events(ctx: &SessionContext, window: Span) -> Result<Vec<Event>, QueryError> {
+pub async fn events(ctx: &SessionContext, window: Span) -> Result<Vec<Event>, BuildError> {
     let sql = format!(
         "SELECT ts, event, cluster, node, namespace, workload, pod, gpus, gpu_indices, mig_profile, gpu_fraction, reason,
                 team, environment, workload_type, model, cost_center
@@ -120,7 +120,7 @@ pub async fn telemetry(
     span: Span,
     window: Span,
     max_sample_gap: Micros,
-) -> Result<HashMap<(String, String, u32), GpuTelemetry>, QueryError> {
+) -> Result<HashMap<(String, String, u32), GpuTelemetry>, BuildError> {
     let sql = format!(
         "SELECT cluster, node, gpu_index, namespace, pod, ts, max(sm_active) AS sm_active, max(gr_engine_active) AS gr_engine_active,
                 max(gpu_util) AS gpu_util, max(power_w) AS power_w
@@ -186,7 +186,7 @@ async fn xid_readings(
     ctx: &SessionContext,
     window: Span,
     max_sample_gap: Micros,
-) -> Result<HashMap<(String, String, u32), Vec<(Micros, u32)>>, QueryError> {
+) -> Result<HashMap<(String, String, u32), Vec<(Micros, u32)>>, BuildError> {
     let sql = format!(
         "SELECT cluster, node, gpu_index, ts, xid FROM (
              SELECT cluster, node, gpu_index, ts, xid,
@@ -228,7 +228,7 @@ pub struct GpuIdentities {
 pub async fn gpu_identities(
     ctx: &SessionContext,
     window: Span,
-) -> Result<GpuIdentities, QueryError> {
+) -> Result<GpuIdentities, BuildError> {
     let sql = format!(
         "SELECT DISTINCT cluster, node, gpu_index, gpu_uuid, namespace, pod FROM gpu_samples
          WHERE {} AND (gpu_uuid IS NOT NULL OR (namespace IS NOT NULL AND pod IS NOT NULL))",
@@ -277,7 +277,7 @@ pub async fn allocations_unchanged_outside(
     window: Span,
     allocations: &[Allocation],
     dirty: &[Span],
-) -> Result<bool, QueryError> {
+) -> Result<bool, BuildError> {
     type Key = (
         String,
         String,
@@ -367,7 +367,7 @@ fn gpu_rows(span: Span) -> String {
 
 /// Billing lines whose charge period overlaps the window, with the FOCUS columns and tags that
 /// shared-cost rules match on.
-pub async fn billing(ctx: &SessionContext, window: Span) -> Result<Vec<BillingItem>, QueryError> {
+pub async fn billing(ctx: &SessionContext, window: Span) -> Result<Vec<BillingItem>, BuildError> {
     const RULE_COLUMNS: [&str; 10] = [
         "service_category",
         "service_subcategory",
@@ -430,7 +430,7 @@ pub async fn billing(ctx: &SessionContext, window: Span) -> Result<Vec<BillingIt
 pub async fn usage(
     ctx: &SessionContext,
     window: Span,
-) -> Result<BTreeMap<String, BTreeMap<(Micros, String), f64>>, QueryError> {
+) -> Result<BTreeMap<String, BTreeMap<(Micros, String), f64>>, BuildError> {
     let sql = format!(
         "SELECT date_trunc('day', ts) AS day, team, CAST(count(*) AS DOUBLE) AS requests,
                 CAST(sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)) AS DOUBLE) AS tokens
@@ -460,7 +460,7 @@ pub async fn usage(
 pub async fn gpu_seconds(
     ctx: &SessionContext,
     window: Span,
-) -> Result<BTreeMap<(Micros, String, String), f64>, QueryError> {
+) -> Result<BTreeMap<(Micros, String, String), f64>, BuildError> {
     let sql = format!(
         "SELECT date_trunc('day', hour) AS day, cluster, node,
                 sum(busy_seconds + allocated_idle_seconds + reserved_seconds + unexplained_seconds
@@ -490,7 +490,7 @@ pub async fn gpu_seconds(
 pub async fn stored_gpu_hours(
     ctx: &SessionContext,
     window: Span,
-) -> Result<Vec<GpuHour>, QueryError> {
+) -> Result<Vec<GpuHour>, BuildError> {
     let sql = format!(
         "SELECT * FROM gpu_hours WHERE hour >= {} AND hour < {}",
         ts_literal(window.start),

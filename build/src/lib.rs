@@ -9,6 +9,7 @@
 //! billing the whole days it covers — and only those hours are recomputed. The day's journal
 //! and balance are then recomputed from the stored and the new rows.
 
+pub mod error;
 mod inputs;
 mod outputs;
 
@@ -39,8 +40,8 @@ use gpuledger_ledger::time::{
 
 pub use inputs::ts_literal;
 
-use crate::error::QueryError;
-use crate::session::new_session;
+pub use error::BuildError;
+use gpuledger_query::new_session;
 
 /// What the catalog declares for the ledger (`gpuledger apply`).
 #[derive(Debug, Clone, Default)]
@@ -56,8 +57,8 @@ pub struct Declared {
 }
 
 /// Reads the declared objects from the catalog, typed; rules in the order they apply.
-pub async fn declared(lake: &Lake) -> Result<Declared, QueryError> {
-    async fn typed<S: Spec>(lake: &Lake, changed_at: &mut Micros) -> Result<Vec<S>, QueryError> {
+pub async fn declared(lake: &Lake) -> Result<Declared, BuildError> {
+    async fn typed<S: Spec>(lake: &Lake, changed_at: &mut Micros) -> Result<Vec<S>, BuildError> {
         let declared = lake.catalog().objects_of::<S>().await?;
         Ok(declared
             .into_iter()
@@ -115,7 +116,7 @@ pub async fn build_ledger(
     lake: &Lake,
     declared: &Declared,
     days: impl IntoIterator<Item = NaiveDate>,
-) -> Result<Vec<DayReport>, QueryError> {
+) -> Result<Vec<DayReport>, BuildError> {
     let ctx = new_session(lake)?;
     let built = lake.catalog().ledger_days().await?;
     let config = ClassifyConfig::default();
@@ -140,12 +141,12 @@ pub async fn build_ledger(
 /// between, so these are the days with rows, not every day between the first and the last.
 /// Telemetry and event files are partitioned by the UTC day of their rows, so the catalog
 /// names those days without a scan (a build with nothing new reads no telemetry at all).
-pub async fn input_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, QueryError> {
+pub async fn input_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, BuildError> {
     let mut days = BTreeSet::new();
     for table in [Table::GpuSamples, Table::SchedulerEvents] {
         for file in lake.catalog().active_files(table, None, None).await? {
             let day = file.partition_date.parse::<NaiveDate>().map_err(|_| {
-                QueryError::Ledger(format!(
+                BuildError::Ledger(format!(
                     "{}: partition date {:?} is not YYYY-MM-DD",
                     file.path, file.partition_date
                 ))
@@ -159,7 +160,7 @@ pub async fn input_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, QueryError> 
 
 /// The days billing lines cover, from each line's start to the day its end falls in (charge
 /// periods can span days, which the catalog's per-file start times do not say).
-async fn billing_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, QueryError> {
+async fn billing_days(lake: &Lake) -> Result<BTreeSet<NaiveDate>, BuildError> {
     let ctx = new_session(lake)?;
     let sql = "SELECT DISTINCT date_trunc('day', charge_period_start),
                       date_trunc('day', coalesce(charge_period_end, charge_period_start) - INTERVAL '1 microsecond')
@@ -195,7 +196,7 @@ pub async fn days_changed_since(
     declared: &Declared,
     since: Micros,
     today: NaiveDate,
-) -> Result<BTreeSet<NaiveDate>, QueryError> {
+) -> Result<BTreeSet<NaiveDate>, BuildError> {
     let catalog = lake.catalog();
     let gap = ClassifyConfig::default().max_sample_gap;
     let mut days = BTreeSet::new();
@@ -253,7 +254,7 @@ async fn dirty_hours(
     window: Span,
     built_at: Micros,
     max_sample_gap: Micros,
-) -> Result<Vec<Span>, QueryError> {
+) -> Result<Vec<Span>, BuildError> {
     let catalog = lake.catalog();
     let mut touched: Vec<Span> = Vec::new();
     for file in catalog
@@ -310,7 +311,7 @@ async fn build_day(
     window: Span,
     dirty: &[Span],
     config: &ClassifyConfig,
-) -> Result<DayReport, QueryError> {
+) -> Result<DayReport, BuildError> {
     let started_at = Utc::now().timestamp_micros();
     let identities = inputs::gpu_identities(ctx, window).await?;
     let mut inputs = LedgerInputs {
@@ -413,7 +414,7 @@ async fn build_day(
     match lake.catalog().commit_batch(&batch, &files, &[]).await {
         Ok(CommitOutcome::Duplicate(existing)) => {
             gpuledger_lake::retirement::discard(lake, &files).await;
-            return Err(QueryError::Ledger(format!(
+            return Err(BuildError::Ledger(format!(
                 "ledger batch {} collides with {}",
                 batch_id, existing.batch_id
             )));
@@ -503,7 +504,7 @@ pub async fn balance(
     lake: &Lake,
     declared: &Declared,
     window: Span,
-) -> Result<Balance, QueryError> {
+) -> Result<Balance, BuildError> {
     let ctx = new_session(lake)?;
     let billing = inputs::billing(&ctx, window).await?;
     let billed: Money = billing

@@ -2,7 +2,7 @@
 //! (40.3 M samples), ~4 jobs per GPU per day from 6 teams, a billing line per node per day plus
 //! network and storage, warm-pool reservations.
 //!
-//! `cargo bench -p gpuledger-query --bench ledger_build` reports:
+//! `cargo bench -p gpuledger-build --bench ledger_build` reports:
 //! - the time to build the ledger for the week from scratch (`ledger build`);
 //! - the time of `team_costs` over the built week (median of 5);
 //! - the time of `ledger build` with no range when nothing is new (the days from the catalog,
@@ -11,15 +11,15 @@
 //!
 //! Setup (`support/fleet.rs`, shared with the weekly report's benchmark) is not timed.
 
-#[path = "support/fleet.rs"]
+#[path = "../../query/benches/support/fleet.rs"]
 mod fleet;
 
 use std::time::Instant;
 
 use fleet::{TEAMS, telemetry, write};
+use gpuledger_build::{build_ledger, days_between, input_days};
 use gpuledger_lake::tables::Table;
 use gpuledger_ledger::time::{MICROS_PER_DAY, MICROS_PER_HOUR, Span};
-use gpuledger_query::ledger_build::{build_ledger, days_between, input_days};
 
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
