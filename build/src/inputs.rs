@@ -3,8 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::datatypes::{Decimal128Type, Float64Type, Int32Type, TimestampMicrosecondType};
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, Int32Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Int32Type};
 use chrono::DateTime;
 use datafusion::prelude::SessionContext;
 use gpuledger_ledger::allocation::{Allocation, Event, EventKind, Labels, PodGpus};
@@ -12,6 +14,7 @@ use gpuledger_ledger::build::{BillingItem, GpuTelemetry};
 use gpuledger_ledger::gpu_hours::{ClassCosts, GpuHour, Owner, UsageSample, usage_measure};
 use gpuledger_ledger::money::Money;
 use gpuledger_ledger::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
+use gpuledger_query::columns::{column, floats, int32s, money, strings, text, timestamps, value};
 
 use crate::error::BuildError;
 
@@ -28,35 +31,34 @@ async fn query(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>, Buil
     Ok(ctx.sql(sql).await?.collect().await?)
 }
 
-/// Typed access to a result column by name.
-struct Columns<'a>(&'a RecordBatch);
+/// A string column's value at `row`, owned; `None` when null.
+fn owned(values: &StringArray, row: usize) -> Option<String> {
+    text(values, row).map(str::to_string)
+}
 
-impl<'a> Columns<'a> {
-    fn col(&self, name: &str) -> &'a ArrayRef {
-        self.0
-            .column_by_name(name)
-            .unwrap_or_else(|| panic!("query returns {name}"))
+/// The GPU key columns of a result: `cluster` (NULL read as ""), `node`, `gpu_index`.
+struct GpuKeys {
+    cluster: StringArray,
+    node: StringArray,
+    gpu_index: Int32Array,
+}
+
+impl GpuKeys {
+    fn of(batch: &RecordBatch) -> Result<Self, BuildError> {
+        Ok(Self {
+            cluster: strings(batch, "cluster")?,
+            node: strings(batch, "node")?,
+            gpu_index: int32s(batch, "gpu_index")?,
+        })
     }
-    fn str(&self, name: &str, row: usize) -> Option<String> {
-        let c = self.col(name).as_string::<i32>();
-        c.is_valid(row).then(|| c.value(row).to_string())
-    }
-    fn f64(&self, name: &str, row: usize) -> Option<f64> {
-        let c = self.col(name).as_primitive::<Float64Type>();
-        c.is_valid(row).then(|| c.value(row))
-    }
-    /// A `Decimal128(_, 12)` money column, exactly.
-    fn money(&self, name: &str, row: usize) -> Option<Money> {
-        let c = self.col(name).as_primitive::<Decimal128Type>();
-        c.is_valid(row).then(|| Money::from_units(c.value(row)))
-    }
-    fn i32(&self, name: &str, row: usize) -> Option<i32> {
-        let c = self.col(name).as_primitive::<Int32Type>();
-        c.is_valid(row).then(|| c.value(row))
-    }
-    fn ts(&self, name: &str, row: usize) -> Option<Micros> {
-        let c = self.col(name).as_primitive::<TimestampMicrosecondType>();
-        c.is_valid(row).then(|| c.value(row))
+
+    /// `None` when the node or the GPU index is NULL (the queries filter those out).
+    fn key(&self, row: usize) -> Option<(String, String, u32)> {
+        Some((
+            owned(&self.cluster, row).unwrap_or_default(),
+            owned(&self.node, row)?,
+            value(&self.gpu_index, row)? as u32,
+        ))
     }
 }
 
@@ -70,8 +72,54 @@ pub async fn events(ctx: &SessionContext, window: Span) -> Result<Vec<Event>, Bu
     );
     let mut events = Vec::new();
     for batch in query(ctx, &sql).await? {
-        let c = Columns(&batch);
-        let indices = c.col("gpu_indices").as_list::<i32>();
+        let ts = timestamps(&batch, "ts")?;
+        let [
+            event,
+            cluster,
+            node,
+            namespace,
+            workload,
+            pod,
+            mig_profile,
+            reason,
+        ] = [
+            "event",
+            "cluster",
+            "node",
+            "namespace",
+            "workload",
+            "pod",
+            "mig_profile",
+            "reason",
+        ]
+        .map(|name| strings(&batch, name));
+        let (event, cluster, node, namespace, workload, pod, mig_profile, reason) = (
+            event?,
+            cluster?,
+            node?,
+            namespace?,
+            workload?,
+            pod?,
+            mig_profile?,
+            reason?,
+        );
+        let [team, environment, workload_type, model, cost_center] = [
+            "team",
+            "environment",
+            "workload_type",
+            "model",
+            "cost_center",
+        ]
+        .map(|name| strings(&batch, name));
+        let (team, environment, workload_type, model, cost_center) =
+            (team?, environment?, workload_type?, model?, cost_center?);
+        let (gpus, gpu_fraction) = (floats(&batch, "gpus")?, floats(&batch, "gpu_fraction")?);
+        let indices = column(
+            &batch,
+            "gpu_indices",
+            &DataType::List(Arc::new(Field::new_list_field(DataType::Int32, true))),
+        )?;
+        let indices = indices.as_list::<i32>();
         for row in 0..batch.num_rows() {
             let gpu_indices = if indices.is_valid(row) {
                 indices
@@ -84,25 +132,28 @@ pub async fn events(ctx: &SessionContext, window: Span) -> Result<Vec<Event>, Bu
             } else {
                 Vec::new()
             };
+            let Some(at) = value(&ts, row) else {
+                continue; // the table's time column is never null
+            };
             events.push(Event {
-                ts: c.ts("ts", row).expect("ts is not null"),
-                kind: c.str("event", row).and_then(|e| EventKind::parse(&e)),
-                cluster: c.str("cluster", row).unwrap_or_default(),
-                node: c.str("node", row),
-                namespace: c.str("namespace", row),
-                workload: c.str("workload", row),
-                pod: c.str("pod", row),
-                gpus: c.f64("gpus", row),
+                ts: at,
+                kind: text(&event, row).and_then(EventKind::parse),
+                cluster: owned(&cluster, row).unwrap_or_default(),
+                node: owned(&node, row),
+                namespace: owned(&namespace, row),
+                workload: owned(&workload, row),
+                pod: owned(&pod, row),
+                gpus: value(&gpus, row),
                 gpu_indices,
-                mig_profile: c.str("mig_profile", row),
-                gpu_fraction: c.f64("gpu_fraction", row),
-                reason: c.str("reason", row),
+                mig_profile: owned(&mig_profile, row),
+                gpu_fraction: value(&gpu_fraction, row),
+                reason: owned(&reason, row),
                 labels: Labels {
-                    team: c.str("team", row),
-                    environment: c.str("environment", row),
-                    workload_type: c.str("workload_type", row),
-                    model: c.str("model", row),
-                    cost_center: c.str("cost_center", row),
+                    team: owned(&team, row),
+                    environment: owned(&environment, row),
+                    workload_type: owned(&workload_type, row),
+                    model: owned(&model, row),
+                    cost_center: owned(&cost_center, row),
                 },
             });
         }
@@ -131,25 +182,29 @@ pub async fn telemetry(
     );
     let mut telemetry: HashMap<(String, String, u32), GpuTelemetry> = HashMap::new();
     for batch in query(ctx, &sql).await? {
-        let c = Columns(&batch);
+        let gpus = GpuKeys::of(&batch)?;
+        let ts = timestamps(&batch, "ts")?;
+        let [sm_active, gr_engine_active, gpu_util, power_w] =
+            ["sm_active", "gr_engine_active", "gpu_util", "power_w"].map(|m| floats(&batch, m));
+        let (sm_active, gr_engine_active, gpu_util, power_w) =
+            (sm_active?, gr_engine_active?, gpu_util?, power_w?);
+        let (namespace, pod) = (strings(&batch, "namespace")?, strings(&batch, "pod")?);
         for row in 0..batch.num_rows() {
-            let key = (
-                c.str("cluster", row).unwrap_or_default(),
-                c.str("node", row).expect("filtered"),
-                c.i32("gpu_index", row).expect("filtered") as u32,
-            );
+            let (Some(key), Some(at)) = (gpus.key(row), value(&ts, row)) else {
+                continue; // filtered by the query
+            };
             let entry = telemetry.entry(key).or_default();
             let reading = UsageSample {
-                ts: c.ts("ts", row).expect("ts is not null"),
+                ts: at,
                 sm_active: usage_measure(
-                    c.f64("sm_active", row),
-                    c.f64("gr_engine_active", row),
-                    c.f64("gpu_util", row),
+                    value(&sm_active, row),
+                    value(&gr_engine_active, row),
+                    value(&gpu_util, row),
                 ),
-                power_w: c.f64("power_w", row),
+                power_w: value(&power_w, row),
             };
             highest_at(&mut entry.samples, reading);
-            if let (Some(namespace), Some(pod)) = (c.str("namespace", row), c.str("pod", row)) {
+            if let (Some(namespace), Some(pod)) = (owned(&namespace, row), owned(&pod, row)) {
                 highest_at(
                     entry.pod_samples.entry((namespace, pod)).or_default(),
                     reading,
@@ -200,18 +255,18 @@ async fn xid_readings(
     );
     let mut readings: HashMap<(String, String, u32), Vec<(Micros, u32)>> = HashMap::new();
     for batch in query(ctx, &sql).await? {
-        let c = Columns(&batch);
+        let gpus = GpuKeys::of(&batch)?;
+        let (ts, xid) = (timestamps(&batch, "ts")?, int32s(&batch, "xid")?);
         for row in 0..batch.num_rows() {
-            let key = (
-                c.str("cluster", row).unwrap_or_default(),
-                c.str("node", row).expect("filtered"),
-                c.i32("gpu_index", row).expect("filtered") as u32,
-            );
-            let xid = c.i32("xid", row).expect("filtered");
+            let (Some(key), Some(at), Some(xid)) =
+                (gpus.key(row), value(&ts, row), value(&xid, row))
+            else {
+                continue; // filtered by the query
+            };
             readings
                 .entry(key)
                 .or_default()
-                .push((c.ts("ts", row).expect("not null"), xid.max(0) as u32));
+                .push((at, xid.max(0) as u32));
         }
     }
     Ok(readings)
@@ -239,12 +294,17 @@ pub async fn gpu_identities(
         uuids: HashMap::new(),
     };
     for batch in query(ctx, &sql).await? {
-        let c = Columns(&batch);
+        let gpus = GpuKeys::of(&batch)?;
+        let (uuids, namespace, pod) = (
+            strings(&batch, "gpu_uuid")?,
+            strings(&batch, "namespace")?,
+            strings(&batch, "pod")?,
+        );
         for row in 0..batch.num_rows() {
-            let cluster = c.str("cluster", row).unwrap_or_default();
-            let node = c.str("node", row).expect("filtered");
-            let gpu = c.i32("gpu_index", row).expect("filtered") as u32;
-            if let Some(uuid) = c.str("gpu_uuid", row) {
+            let Some((cluster, node, gpu)) = gpus.key(row) else {
+                continue; // filtered by the query
+            };
+            if let Some(uuid) = owned(&uuids, row) {
                 identities
                     .uuids
                     .entry((cluster.clone(), node.clone(), gpu))
@@ -255,7 +315,7 @@ pub async fn gpu_identities(
                     })
                     .or_insert(uuid);
             }
-            if let (Some(namespace), Some(pod)) = (c.str("namespace", row), c.str("pod", row)) {
+            if let (Some(namespace), Some(pod)) = (owned(&namespace, row), owned(&pod, row)) {
                 let gpus = identities
                     .pod_gpus
                     .entry((cluster, node, namespace, pod))
@@ -317,25 +377,42 @@ pub async fn allocations_unchanged_outside(
     );
     let mut changed: Vec<Span> = Vec::new();
     for batch in query(ctx, &sql).await? {
-        let c = Columns(&batch);
+        let (start, end) = (
+            timestamps(&batch, "start_time")?,
+            timestamps(&batch, "end_time")?,
+        );
+        let [cluster, node, namespace, workload, pod, team] = [
+            "cluster",
+            "node",
+            "namespace",
+            "workload",
+            "pod",
+            "team_label",
+        ]
+        .map(|name| strings(&batch, name));
+        let (cluster, node, namespace, workload, pod, team) =
+            (cluster?, node?, namespace?, workload?, pod?, team?);
+        let (gpu_index, share) = (int32s(&batch, "gpu_index")?, floats(&batch, "share")?);
         for row in 0..batch.num_rows() {
-            let span = Span::new(
-                c.ts("start_time", row).expect("not null"),
-                c.ts("end_time", row).expect("not null"),
-            );
+            let (Some(start), Some(end), Some(gpu)) =
+                (value(&start, row), value(&end, row), value(&gpu_index, row))
+            else {
+                continue; // the table's required columns are never null
+            };
+            let span = Span::new(start, end);
             let stored = (
-                c.str("cluster", row).unwrap_or_default(),
-                c.str("node", row).unwrap_or_default(),
-                c.i32("gpu_index", row).expect("not null") as u32,
+                owned(&cluster, row).unwrap_or_default(),
+                owned(&node, row).unwrap_or_default(),
+                gpu as u32,
                 span.start,
                 span.end,
                 [
-                    c.str("namespace", row),
-                    c.str("workload", row),
-                    c.str("pod", row),
-                    c.str("team_label", row),
+                    owned(&namespace, row),
+                    owned(&workload, row),
+                    owned(&pod, row),
+                    owned(&team, row),
                 ],
-                c.f64("share", row).unwrap_or(0.0).to_bits(),
+                value(&share, row).unwrap_or(0.0).to_bits(),
             );
             if !new.remove(&stored) {
                 changed.push(span);
@@ -391,18 +468,29 @@ pub async fn billing(ctx: &SessionContext, window: Span) -> Result<Vec<BillingIt
     );
     let mut lines = Vec::new();
     for batch in query(ctx, &sql).await? {
-        let c = Columns(&batch);
+        let rule_columns = RULE_COLUMNS
+            .iter()
+            .map(|name| Ok((*name, strings(&batch, name)?)))
+            .collect::<Result<Vec<_>, BuildError>>()?;
+        let (resource_id, tags) = (strings(&batch, "resource_id")?, strings(&batch, "tags")?);
+        let (start, end) = (
+            timestamps(&batch, "charge_period_start")?,
+            timestamps(&batch, "charge_period_end")?,
+        );
+        let effective_cost = money(&batch, "effective_cost")?;
         for row in 0..batch.num_rows() {
-            let mut attributes: BTreeMap<String, String> = RULE_COLUMNS
+            let (Some(start), Some(end)) = (value(&start, row), value(&end, row)) else {
+                continue; // the start is required, the end coalesced to it
+            };
+            let mut attributes: BTreeMap<String, String> = rule_columns
                 .iter()
-                .filter_map(|name| c.str(name, row).map(|v| (name.to_string(), v)))
+                .filter_map(|(name, values)| owned(values, row).map(|v| (name.to_string(), v)))
                 .collect();
-            if let Some(resource) = c.str("resource_id", row) {
+            if let Some(resource) = owned(&resource_id, row) {
                 attributes.insert("resource_id".into(), resource);
             }
-            if let Some(serde_json::Value::Object(tags)) = c
-                .str("tags", row)
-                .and_then(|t| serde_json::from_str(&t).ok())
+            if let Some(serde_json::Value::Object(tags)) =
+                text(&tags, row).and_then(|t| serde_json::from_str(t).ok())
             {
                 for (key, value) in tags {
                     let value = match value {
@@ -413,12 +501,11 @@ pub async fn billing(ctx: &SessionContext, window: Span) -> Result<Vec<BillingIt
                 }
             }
             lines.push(BillingItem {
-                charge_period: Span::new(
-                    c.ts("charge_period_start", row).expect("not null"),
-                    c.ts("charge_period_end", row).expect("coalesced"),
-                ),
-                effective_cost: c.money("effective_cost", row).unwrap_or_default(),
-                resource_id: c.str("resource_id", row),
+                charge_period: Span::new(start, end),
+                effective_cost: value(&effective_cost, row)
+                    .map(Money::from_units)
+                    .unwrap_or_default(),
+                resource_id: owned(&resource_id, row),
                 attributes,
             });
         }
@@ -440,15 +527,20 @@ pub async fn usage(
     );
     let mut usage: BTreeMap<String, BTreeMap<(Micros, String), f64>> = BTreeMap::new();
     for batch in query(ctx, &sql).await? {
-        let c = Columns(&batch);
+        let (days, teams) = (timestamps(&batch, "day")?, strings(&batch, "team")?);
+        let measures = [
+            ("requests", floats(&batch, "requests")?),
+            ("tokens", floats(&batch, "tokens")?),
+        ];
         for row in 0..batch.num_rows() {
-            let day = c.ts("day", row).expect("not null");
-            let team = c.str("team", row).expect("filtered");
-            for measure in ["requests", "tokens"] {
+            let (Some(day), Some(team)) = (value(&days, row), owned(&teams, row)) else {
+                continue; // filtered by the query
+            };
+            for (measure, values) in &measures {
                 usage
-                    .entry(measure.into())
+                    .entry((*measure).into())
                     .or_default()
-                    .insert((day, team.clone()), c.f64(measure, row).unwrap_or(0.0));
+                    .insert((day, team.clone()), value(values, row).unwrap_or(0.0));
             }
         }
     }
@@ -471,15 +563,20 @@ pub async fn gpu_seconds(
     );
     let mut seconds = BTreeMap::new();
     for batch in query(ctx, &sql).await? {
-        let c = Columns(&batch);
+        let days = timestamps(&batch, "day")?;
+        let (cluster, node) = (strings(&batch, "cluster")?, strings(&batch, "node")?);
+        let sums = floats(&batch, "seconds")?;
         for row in 0..batch.num_rows() {
+            let Some(day) = value(&days, row) else {
+                continue; // the hour is never null
+            };
             seconds.insert(
                 (
-                    c.ts("day", row).expect("not null"),
-                    c.str("cluster", row).unwrap_or_default(),
-                    c.str("node", row).unwrap_or_default(),
+                    day,
+                    owned(&cluster, row).unwrap_or_default(),
+                    owned(&node, row).unwrap_or_default(),
                 ),
-                c.f64("seconds", row).unwrap_or(0.0),
+                value(&sums, row).unwrap_or(0.0),
             );
         }
     }
@@ -498,37 +595,77 @@ pub async fn stored_gpu_hours(
     );
     let mut rows = Vec::new();
     for batch in query(ctx, &sql).await? {
-        let c = Columns(&batch);
-        let f = |name: &str, row: usize| c.f64(name, row).unwrap_or(0.0);
-        let m = |name: &str, row: usize| c.money(name, row).unwrap_or(Money::ZERO);
+        let gpus = GpuKeys::of(&batch)?;
+        let hours = timestamps(&batch, "hour")?;
+        let [uuid, team, namespace, workload, reserved_reason] = [
+            "gpu_uuid",
+            "team",
+            "namespace",
+            "workload",
+            "reserved_reason",
+        ]
+        .map(|name| strings(&batch, name));
+        let (uuid, team, namespace, workload, reserved_reason) =
+            (uuid?, team?, namespace?, workload?, reserved_reason?);
+        let seconds = |name: &str| -> Result<_, BuildError> {
+            let values = floats(&batch, name)?;
+            Ok(move |row: usize| value(&values, row).unwrap_or(0.0))
+        };
+        let cost = |name: &str| -> Result<_, BuildError> {
+            let values = money(&batch, name)?;
+            Ok(move |row: usize| value(&values, row).map_or(Money::ZERO, Money::from_units))
+        };
+        let (alloc, busy, allocated_idle, reserved, unexplained, fault, energy) = (
+            seconds("alloc_seconds")?,
+            seconds("busy_seconds")?,
+            seconds("allocated_idle_seconds")?,
+            seconds("reserved_seconds")?,
+            seconds("unexplained_seconds")?,
+            seconds("fault_seconds")?,
+            seconds("energy_wh")?,
+        );
+        let sm_active = floats(&batch, "sm_active")?;
+        let (total, cost_busy, cost_allocated_idle, cost_reserved, cost_unexplained, cost_fault) = (
+            cost("cost")?,
+            cost("cost_busy")?,
+            cost("cost_allocated_idle")?,
+            cost("cost_reserved")?,
+            cost("cost_unexplained")?,
+            cost("cost_fault")?,
+        );
         for row in 0..batch.num_rows() {
+            let (Some((cluster, node, gpu_index)), Some(hour)) =
+                (gpus.key(row), value(&hours, row))
+            else {
+                continue; // the table's required columns are never null
+            };
             rows.push(GpuHour {
-                hour: c.ts("hour", row).expect("not null"),
-                cluster: c.str("cluster", row).unwrap_or_default(),
-                node: c.str("node", row).unwrap_or_default(),
-                gpu_index: c.i32("gpu_index", row).expect("not null") as u32,
-                gpu_uuid: c.str("gpu_uuid", row),
-                owner: c.str("team", row).map(|team| Owner {
+                hour,
+                cluster,
+                node,
+                gpu_index,
+                gpu_uuid: owned(&uuid, row),
+                owner: owned(&team, row).map(|team| Owner {
                     team,
-                    namespace: c.str("namespace", row),
-                    workload: c.str("workload", row),
+                    namespace: owned(&namespace, row),
+                    workload: owned(&workload, row),
                 }),
-                alloc_seconds: f("alloc_seconds", row),
-                busy_seconds: f("busy_seconds", row),
-                allocated_idle_seconds: f("allocated_idle_seconds", row),
-                reserved_seconds: f("reserved_seconds", row),
-                reserved_reason: c.str("reserved_reason", row),
-                unexplained_seconds: f("unexplained_seconds", row),
-                fault_seconds: f("fault_seconds", row),
-                sm_active: c.f64("sm_active", row),
-                energy_wh: f("energy_wh", row),
-                cost: m("cost", row),
+                alloc_seconds: alloc(row),
+                busy_seconds: busy(row),
+                allocated_idle_seconds: allocated_idle(row),
+                reserved_seconds: reserved(row),
+                reserved_reason: owned(&reserved_reason, row),
+                unexplained_seconds: unexplained(row),
+                fault_seconds: fault(row),
+                sm_active: value(&sm_active, row),
+                energy_wh: energy(row),
+                cost: total(row),
                 class_costs: ClassCosts {
-                    busy: m("cost_busy", row),
-                    allocated_idle: m("cost_allocated_idle", row),
-                    reserved: m("cost_reserved", row),
-                    unexplained: m("cost_unexplained", row),
-                    fault: m("cost_fault", row),
+                    busy: cost_busy(row),
+                    allocated_idle: cost_allocated_idle(row),
+                    reserved: cost_reserved(row),
+                    unexplained: cost_unexplained(row),
+                    fault: cost_fault(row),
                 },
             });
         }

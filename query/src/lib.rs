@@ -1,5 +1,6 @@
 //! DataFusion over the lake.
 //!
+//! - `columns.rs`: the one way Rust code reads result columns (by name, cast, never a panic);
 //! - `lake_table.rs`: a landed table, its files listed by the catalog and pruned by time;
 //! - `system_tables.rs`: `system.files`, `system.ingest_batches`, `system.quarantine`, `system.report_runs`;
 //! - `udf/`: the ledger's SQL functions, one module each, registered by `udf::register_all`;
@@ -17,6 +18,7 @@
 //! The read side only: the ledger's tables are written by the `gpuledger-build` crate (build/).
 
 pub mod cancel;
+pub mod columns;
 pub mod error;
 pub mod lake_table;
 pub mod runtime;

@@ -1,13 +1,12 @@
 //! What the table functions share, and only that: their `(from, to)` window, window scans,
 //! money zero, the [`Computed`] table they return, running a plan inside a scan, the declared
-//! objects they read, and typed access to result columns.
+//! objects they read; result columns are read with `crate::columns`.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow::compute::cast;
-use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef, TimeUnit};
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs};
 use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue, plan_err};
@@ -18,6 +17,7 @@ use datafusion::physical_plan::{ExecutionPlan, collect};
 use gpuledger_lake::Catalog;
 use gpuledger_ledger::objects::Spec;
 
+pub(super) use crate::columns::{column, floats, integers, strings, text};
 use crate::error::to_df;
 
 /// The `(from, to)` arguments as UTC timestamps in microseconds.
@@ -125,34 +125,4 @@ pub(super) async fn declared_specs<S: Spec>(catalog: &Catalog) -> DfResult<Vec<S
 pub(super) async fn run(state: &dyn Session, plan: LogicalPlan) -> DfResult<Vec<RecordBatch>> {
     let physical = state.create_physical_plan(&plan).await?;
     collect(physical, state.task_ctx()).await
-}
-
-/// A column as `data_type` (Parquet may hand strings back as views).
-pub(super) fn column(batch: &RecordBatch, name: &str, data_type: &DataType) -> DfResult<ArrayRef> {
-    let array = batch
-        .column_by_name(name)
-        .ok_or_else(|| DataFusionError::Internal(format!("no column {name}")))?;
-    Ok(cast(array, data_type)?)
-}
-
-pub(super) fn strings(batch: &RecordBatch, name: &str) -> DfResult<StringArray> {
-    Ok(column(batch, name, &DataType::Utf8)?
-        .as_string::<i32>()
-        .clone())
-}
-
-pub(super) fn integers(batch: &RecordBatch, name: &str) -> DfResult<Int64Array> {
-    Ok(column(batch, name, &DataType::Int64)?
-        .as_primitive::<Int64Type>()
-        .clone())
-}
-
-pub(super) fn floats(batch: &RecordBatch, name: &str) -> DfResult<Float64Array> {
-    Ok(column(batch, name, &DataType::Float64)?
-        .as_primitive::<Float64Type>()
-        .clone())
-}
-
-pub(super) fn text(values: &StringArray, row: usize) -> Option<&str> {
-    values.is_valid(row).then(|| values.value(row))
 }
