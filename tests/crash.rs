@@ -50,7 +50,7 @@ struct Body {
 /// distinguishable by its marker `crash-<n>` (GPU UUID, pod, workload).
 fn body(n: usize) -> Body {
     let marker = format!("crash-{n}");
-    let keyed = n % 2 == 0;
+    let keyed = n.is_multiple_of(2);
     match n % 3 {
         0 => {
             let text = (0..3)
@@ -133,13 +133,10 @@ fn deliver(http: &reqwest::blocking::Client, address: &Address, token: &str, bod
         if body.keyed {
             request = request.header("Idempotency-Key", format!("body-{}", body.number));
         }
-        let response = match request.send() {
-            Ok(response) => response,
-            // Refused, reset or cut off by the kill: the client does not know; it sends again.
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
+        // Refused, reset or cut off by the kill: the client does not know; it sends again.
+        let Ok(response) = request.send() else {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
         };
         let status = response.status().as_u16();
         let replayed = response.headers().contains_key("idempotent-replayed");

@@ -224,7 +224,7 @@ fn the_commands_the_demo_prints_return_rows() {
     let (http, postgres) = (free_port(), free_port());
     let mut args: Vec<String> = DEMO[..DEMO.len() - 1]
         .iter()
-        .map(|s| s.to_string())
+        .map(std::string::ToString::to_string)
         .collect();
     args.extend([
         "--listen".into(),

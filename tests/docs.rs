@@ -107,10 +107,8 @@ fn every_setting_of_serve_and_demo_has_an_environment_variable() {
 /// The flags and `GPULEDGER_*` variables that deploy/ hands to `gpuledger serve` are real.
 #[test]
 fn the_deployment_files_use_real_flags_and_variables() {
-    let serve: Vec<(String, Option<String>)> = [&[][..], &["serve"]]
-        .into_iter()
-        .flat_map(|words| flags(words))
-        .collect();
+    let serve: Vec<(String, Option<String>)> =
+        [&[][..], &["serve"]].into_iter().flat_map(flags).collect();
     let known_flags: BTreeSet<&str> = serve.iter().map(|(f, _)| f.as_str()).collect();
     let mut known_env: BTreeSet<&str> = serve.iter().filter_map(|(_, e)| e.as_deref()).collect();
     // The log filter is read by the tracing subscriber, not by a flag.

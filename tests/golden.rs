@@ -173,7 +173,7 @@ impl sqllogictest::AsyncDB for Session {
     }
 
     async fn sleep(duration: Duration) {
-        tokio::time::sleep(duration).await
+        tokio::time::sleep(duration).await;
     }
 }
 

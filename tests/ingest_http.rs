@@ -641,7 +641,7 @@ fn scrape_targets_are_scraped_on_their_interval_until_deleted() {
 /// fleet (telemetry); and an Idempotency-Key is the client's within one token and route.
 #[test]
 fn team_tokens_land_only_their_team_and_keys_are_per_token_and_route() {
-    let ledger = crate::support::ledgers().remove(0);
+    let ledger = ledgers().remove(0);
     let team_a = ledger.token("ingest", Some("a"));
     let admin = ledger.token("admin", None);
     let server = ledger.serve(&[]);
@@ -657,11 +657,7 @@ fn team_tokens_land_only_their_team_and_keys_are_per_token_and_route() {
         let response = request.send().unwrap();
         let replayed = response.headers().contains_key("idempotent-replayed");
         let status = response.status().as_u16();
-        (
-            status,
-            replayed,
-            response.json::<serde_json::Value>().unwrap(),
-        )
+        (status, replayed, response.json::<Value>().unwrap())
     };
     let event = |pod: &str, labels: &str| {
         format!(

@@ -187,7 +187,7 @@ fn events(s: &Scenario) -> Vec<(i64, String, String)> {
                 minute,
                 event_line(i, p, kind, minute, false),
                 event_line(i, p, kind, minute, true),
-            ))
+            ));
         };
         if !p.lone_stop {
             push("start", p.start);

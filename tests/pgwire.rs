@@ -314,7 +314,7 @@ fn a_team_token_sees_its_rows_only_and_nothing_but_queries_runs() {
     ] {
         assert_eq!(psql_sqlstate(&server, &admin, query), "42501", "{query}");
     }
-    assert!(!std::path::Path::new("/tmp/gpuledger-pg-leak.csv").exists());
+    assert!(!Path::new("/tmp/gpuledger-pg-leak.csv").exists());
     assert_eq!(
         psql_sqlstate(&server, &admin, "select * from '/etc/passwd'"),
         "42P01"

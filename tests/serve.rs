@@ -224,7 +224,13 @@ fn sql_answers_in_json_csv_arrow_and_parquet() {
     let reader_ipc =
         arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(body), None).unwrap();
     let batches: Vec<_> = reader_ipc.map(Result::unwrap).collect();
-    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 3);
+    assert_eq!(
+        batches
+            .iter()
+            .map(arrow::array::RecordBatch::num_rows)
+            .sum::<usize>(),
+        3
+    );
     assert_eq!(batches[0].schema().field(2).name(), "s");
 
     let (_, media, body) = fetch(Some("parquet"), None);

@@ -141,7 +141,7 @@ fn main() {
 async fn load<F, Fut>(clients: usize, limit: Duration, max_per_client: usize, request: F) -> Report
 where
     F: Fn(usize) -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = Result<bool, reqwest::Error>> + Send,
+    Fut: Future<Output = Result<bool, reqwest::Error>> + Send,
 {
     let started = Instant::now();
     let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));

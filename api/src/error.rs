@@ -236,7 +236,7 @@ impl IntoResponse for ApiError {
 /// A JSON request body whose every rejection (no JSON content type, broken JSON, a missing or
 /// unknown field) is a problem+json 400 naming what was wrong, like every other error.
 #[derive(Debug, axum::extract::FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+#[from_request(via(Json), rejection(ApiError))]
 pub struct JsonBody<T>(pub T);
 
 /// Query parameters whose every rejection (a missing parameter, a wrong type) is a

@@ -59,7 +59,10 @@ fn main() {
             let batches =
                 runtime.block_on(async { ctx.sql(sql).await.unwrap().collect().await.unwrap() });
             assert_eq!(
-                batches.iter().map(|b| b.num_rows()).sum::<usize>(),
+                batches
+                    .iter()
+                    .map(arrow::array::RecordBatch::num_rows)
+                    .sum::<usize>(),
                 TEAMS.len()
             );
             started.elapsed().as_secs_f64() * 1000.0

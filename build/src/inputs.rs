@@ -310,7 +310,7 @@ pub async fn gpu_identities(
                     .entry((cluster.clone(), node.clone(), gpu))
                     .and_modify(|known| {
                         if uuid < *known {
-                            known.clone_from(&uuid)
+                            known.clone_from(&uuid);
                         }
                     })
                     .or_insert(uuid);

@@ -587,7 +587,7 @@ impl Planner {
                         gpus: vec![gpu],
                         mig: Some(1),
                     };
-                    self.fill(&lane, &[], |p, seq| p.fine_tune(seq));
+                    self.fill(&lane, &[], Planner::fine_tune);
                     for instance in [2, 3] {
                         let lane = Lane {
                             node,
@@ -613,7 +613,7 @@ impl Planner {
                         gpus: vec![gpu],
                         mig: None,
                     };
-                    self.fill(&lane, &blocks, |p, seq| p.evaluation(seq));
+                    self.fill(&lane, &blocks, Planner::evaluation);
                 }
             }
             Role::ServeWarm => {

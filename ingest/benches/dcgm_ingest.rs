@@ -379,7 +379,7 @@ fn parse_throughput(c: &mut Criterion) {
                 // One row per GPU and scrape, whichever the grouping.
                 assert_eq!(sink.rows, NODES * GPUS_PER_NODE * SCRAPES);
                 black_box(sink.rows)
-            })
+            });
         });
     }
     group.finish();

@@ -764,7 +764,7 @@ fn is_name_byte(byte: u8, colon_allowed: bool) -> bool {
 
 /// Length of the metric name that starts `line` (0 when it does not start with one).
 fn metric_name_len(line: &[u8]) -> usize {
-    if line.first().is_none_or(|b| b.is_ascii_digit()) {
+    if line.first().is_none_or(u8::is_ascii_digit) {
         return 0;
     }
     line.iter().take_while(|b| is_name_byte(**b, true)).count()
@@ -901,7 +901,7 @@ fn parse_integer(token: &[u8]) -> Option<i64> {
 /// negative for a known field (utilisations, memory, power, energy, clocks, temperatures and
 /// counters are all unsigned).
 fn check_reading(metric: &str, column: Option<usize>, value: f64) -> Result<(), LineError> {
-    const MAX_READING: f64 = 9.223_372_036_854_775_807e18;
+    const MAX_READING: f64 = 9.223_372_036_854_776e18;
     if !value.is_finite() {
         return Err(LineError::new(
             metric,

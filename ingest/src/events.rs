@@ -642,7 +642,7 @@ fn json_value(
         match *family {
             Some(JsonFamily::Canonical) => out.stats.format = Some(InputFormat::CanonicalJson),
             Some(JsonFamily::KubernetesObjects) => {
-                out.stats.format = Some(InputFormat::KubernetesObjects)
+                out.stats.format = Some(InputFormat::KubernetesObjects);
             }
             None => {
                 return Err(IngestError::Format {

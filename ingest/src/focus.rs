@@ -627,7 +627,7 @@ impl<'c> LineWriter<'c> {
                     unlisted = true;
                 }
                 Outcome::Invalid(reason) if required || rejects_when_malformed(index) => {
-                    problems.push((index, header, reason))
+                    problems.push((index, header, reason));
                 }
                 Outcome::Invalid(_) => {
                     invalid.insert(

@@ -79,13 +79,13 @@ pub fn parse(
         let fields = Fields::root(record);
         match shape {
             Some(Shape::Canonical) => {
-                landing.land(raw.line, canonical_row(&fields, ctx.tz), || raw.lossy())?
+                landing.land(raw.line, canonical_row(&fields, ctx.tz), || raw.lossy())?;
             }
             Some(Shape::LiteLlm) => {
-                landing.land(raw.line, litellm_row(&fields, ctx.tz), || raw.lossy())?
+                landing.land(raw.line, litellm_row(&fields, ctx.tz), || raw.lossy())?;
             }
             Some(Shape::OtelAttributes) => {
-                landing.land(raw.line, otel_row(&fields, ctx.tz), || raw.lossy())?
+                landing.land(raw.line, otel_row(&fields, ctx.tz), || raw.lossy())?;
             }
             Some(Shape::OtlpExport) => match otlp_spans(&fields) {
                 Ok(spans) => land_spans(&mut landing, raw.line, spans, ctx.tz)?,

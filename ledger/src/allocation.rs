@@ -150,7 +150,7 @@ impl EndReason {
         match kind {
             EventKind::Preempted => EndReason::Preempted,
             EventKind::Evicted => EndReason::Evicted,
-            _ => match reason.map(|r| r.to_ascii_lowercase()) {
+            _ => match reason.map(str::to_ascii_lowercase) {
                 Some(r) if r.starts_with("fail") => EndReason::Failed,
                 Some(r) if r.starts_with("preempt") => EndReason::Preempted,
                 Some(r) if r.starts_with("evict") => EndReason::Evicted,
@@ -439,7 +439,7 @@ fn pair_runs<'a>(events: &'a [Event], window: Span, warnings: &mut Vec<Warning>)
                             start_event: start,
                             span: Span::new(start.ts, event.ts),
                             end_reason: EndReason::of_stop(kind, event.reason.as_deref()),
-                        })
+                        });
                     }
                     None if closed_at == Some(event.ts) => {}
                     // Stopped without a start in the data: it was running before the window opened.
@@ -449,7 +449,7 @@ fn pair_runs<'a>(events: &'a [Event], window: Span, warnings: &mut Vec<Warning>)
                             start_event: event,
                             span: Span::new(window.start, event.ts),
                             end_reason: EndReason::of_stop(kind, event.reason.as_deref()),
-                        })
+                        });
                     }
                     None => warnings.push(Warning {
                         ts: event.ts,

@@ -90,6 +90,8 @@ impl Money {
         let amount = self.0.unsigned_abs();
         let mut parts: Vec<u128> = Vec::with_capacity(weights.len());
         let mut remainders: Vec<(u128, usize)> = Vec::with_capacity(weights.len());
+        // Three divisions by `total` share the one zero check: clearer than three `checked_div`.
+        #[allow(clippy::manual_checked_ops)]
         if total == 0 {
             parts.resize(weights.len(), 0);
             parts[0] = amount;

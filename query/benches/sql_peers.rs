@@ -117,7 +117,10 @@ fn main() {
                 let started = Instant::now();
                 let rows: usize = runtime.block_on(async {
                     let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-                    batches.iter().map(|b| b.num_rows()).sum()
+                    batches
+                        .iter()
+                        .map(arrow::array::RecordBatch::num_rows)
+                        .sum()
                 });
                 ours.push(started.elapsed().as_secs_f64());
                 let answer = ask(sql);

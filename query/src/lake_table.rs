@@ -131,11 +131,11 @@ impl TimeBounds {
                 };
                 match op {
                     Operator::Gt | Operator::GtEq => {
-                        self.from = Some(self.from.map_or(micros, |f| f.max(micros)))
+                        self.from = Some(self.from.map_or(micros, |f| f.max(micros)));
                     }
                     Operator::Lt => self.to = Some(self.to.map_or(micros, |t| t.min(micros))),
                     Operator::LtEq => {
-                        self.to = Some(self.to.map_or(micros + 1, |t| t.min(micros + 1)))
+                        self.to = Some(self.to.map_or(micros + 1, |t| t.min(micros + 1)));
                     }
                     Operator::Eq => {
                         self.from = Some(self.from.map_or(micros, |f| f.max(micros)));

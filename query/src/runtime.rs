@@ -30,7 +30,7 @@ pub const QUERY_STACK_BYTES: usize = 256 << 20;
 
 static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| {
     let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
+        .map(std::num::NonZero::get)
         .unwrap_or(2)
         .max(2);
     Builder::new_multi_thread()

@@ -164,7 +164,7 @@ pub async fn run(
 }
 
 /// DataFusion says "DDL not supported: CreateExternalTable"; users get one sentence.
-fn refusal(error: &datafusion::error::DataFusionError) -> String {
+fn refusal(error: &DataFusionError) -> String {
     let what = error.message();
     format!("only read-only queries are allowed ({what})")
 }

@@ -232,11 +232,7 @@ impl<C: Clock> Scheduler<C> {
     /// Runs until `shutdown` completes: a tick at start (the catch-up), then at every firing,
     /// and at least every minute for retries; `observe` sees every attempt (for metrics).
     /// Errors are logged; the loop goes on.
-    pub async fn run(
-        &self,
-        observe: impl Fn(&Attempt),
-        shutdown: impl std::future::Future<Output = ()>,
-    ) {
+    pub async fn run(&self, observe: impl Fn(&Attempt), shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         loop {
             match self.tick().await {

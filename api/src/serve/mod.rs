@@ -245,7 +245,7 @@ pub fn app(state: AppState) -> Router {
 fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
     let what = panic
         .downcast_ref::<&str>()
-        .map(|s| s.to_string())
+        .map(ToString::to_string)
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".into());
     ApiError::Internal(format!("a handler panicked: {what}")).into_response()
@@ -315,7 +315,7 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
                         let _ = exports_stopped.await;
                     },
                 )
-                .await
+                .await;
         })
     });
     // Bound first, so that once HTTP's line is out both ports take connections.

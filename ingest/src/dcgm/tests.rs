@@ -988,7 +988,7 @@ fn the_fast_number_path_agrees_with_the_standard_parser() {
         "9007199254740993",
     ]
     .iter()
-    .map(|s| s.to_string())
+    .map(std::string::ToString::to_string)
     .collect();
     written.extend((1..2000).map(|i| format!("{:.6}", f64::from(i) / 7.0)));
     written.extend((1..2000).map(|i| format!("{}", i64::from(i) * 7_919_993)));
@@ -1425,7 +1425,10 @@ fn a_tiny_batch_size_loses_and_repeats_no_sample() {
     // Scrape by scrape, a scrape's rows are complete before the next one starts: 6 rows per
     // scrape do not fit in 4, so each scrape is emitted alone, in batches of 4 and 2.
     let (sink, _) = run_with(&fleet_scrape_grouped(), &ctx);
-    let sizes: Vec<usize> = wide_batches(&sink).iter().map(|b| b.num_rows()).collect();
+    let sizes: Vec<usize> = wide_batches(&sink)
+        .iter()
+        .map(arrow::array::RecordBatch::num_rows)
+        .collect();
     assert_eq!(sizes, [4, 2, 4, 2, 4, 2]);
 }
 

@@ -1003,9 +1003,8 @@ fn parquet_gives_the_same_lines_as_csv() {
     tags.append(true).unwrap();
     tags.append(false).unwrap();
     tags.append(true).unwrap();
-    let september = (chrono::NaiveDate::from_ymd_opt(2024, 9, 1).unwrap()
-        - chrono::NaiveDate::default())
-    .num_days();
+    let september =
+        (NaiveDate::from_ymd_opt(2024, 9, 1).unwrap() - NaiveDate::default()).num_days();
     let columns: Vec<(&str, ArrayRef)> = vec![
         (
             "BillingAccountId",

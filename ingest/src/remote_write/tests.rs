@@ -92,7 +92,7 @@ fn dcgm_series_land_as_the_same_rows_as_the_text_scrape() {
     assert_eq!(stats.dcgm.samples, 5);
 
     let mut text_sink = CollectSink::default();
-    crate::dcgm::parse(&mut AS_TEXT.as_bytes(), &ctx, &mut text_sink).unwrap();
+    dcgm::parse(&mut AS_TEXT.as_bytes(), &ctx, &mut text_sink).unwrap();
     // Rows: GPU 0 at two times, its MIG instance at the first: three wide rows, nothing extra.
     assert_eq!(sink.rows(Table::GpuSamples), 3);
     assert_eq!(sink.rows(Table::GpuSamplesExtra), 0);
@@ -172,7 +172,7 @@ fn series_in_reverse_order_land_the_rows_of_the_text_scrapes() {
     assert_eq!((stats.samples, stats.dcgm.rows_wide), (63, 18));
 
     let mut text_sink = CollectSink::default();
-    crate::dcgm::parse(&mut fleet_scrape_grouped().as_bytes(), &ctx, &mut text_sink).unwrap();
+    dcgm::parse(&mut fleet_scrape_grouped().as_bytes(), &ctx, &mut text_sink).unwrap();
     let batches = wide_batches(&sink);
     assert_eq!(batches, wide_batches(&text_sink));
     assert_fleet_rows(&batches[0]);

@@ -172,7 +172,7 @@ impl DocumentSplitter {
                     self.current = Some(RawRecord {
                         line,
                         text: Vec::new(),
-                    })
+                    });
                 }
             }
         } else if self.in_array && self.depth == 0 && matches!(byte, b',' | b']') {

@@ -437,7 +437,7 @@ async fn a_budget_alert_is_recorded_once_and_its_delivery_kept() {
 async fn the_first_response_to_an_idempotency_key_is_kept() {
     each_catalog(async |catalog| {
         assert_eq!(catalog.idempotent_response("k").await.unwrap(), None);
-        let first = crate::catalog::StoredResponse {
+        let first = StoredResponse {
             route: "/v1/ingest/dcgm".into(),
             batch_id: "b1".into(),
             status: 202,
@@ -447,7 +447,7 @@ async fn the_first_response_to_an_idempotency_key_is_kept() {
             .record_idempotent_response("k", &first)
             .await
             .unwrap();
-        let later = crate::catalog::StoredResponse {
+        let later = StoredResponse {
             batch_id: "b2".into(),
             ..first.clone()
         };

@@ -309,7 +309,7 @@ async fn a_file_made_active_again_comes_back_under_tables() {
         assert_eq!((settled.moved, settled.placed), (1, 1));
         let d1_key = d1[0].path.to_path().to_string();
         let d2_key = d2[0].path.to_path().to_string();
-        assert_eq!(on_disk(data, "tables"), [d2_key.clone()]);
+        assert_eq!(on_disk(data, "tables"), std::slice::from_ref(&d2_key));
         assert_eq!(
             on_disk(data, "_superseded"),
             [format!("_superseded/{d1_key}")]
@@ -321,7 +321,7 @@ async fn a_file_made_active_again_comes_back_under_tables() {
         );
         let settled = settle(&lake, None).await.unwrap();
         assert_eq!((settled.moved, settled.restored), (1, 1));
-        assert_eq!(on_disk(data, "tables"), [d1_key.clone()]);
+        assert_eq!(on_disk(data, "tables"), std::slice::from_ref(&d1_key));
         assert_eq!(
             on_disk(data, "_superseded"),
             [format!("_superseded/{d2_key}")]

@@ -11,7 +11,7 @@ use crate::time::{MICROS_PER_DAY as DAY, MICROS_PER_HOUR as H};
 
 const TEAMS: [&str; 4] = ["vision", "nlp", "search", "rogue"];
 
-fn span_in(window_hours: i64) -> impl proptest::strategy::Strategy<Value = Span> {
+fn span_in(window_hours: i64) -> impl Strategy<Value = Span> {
     (-6..window_hours + 6, 0..window_hours)
         .prop_map(|(start, len)| Span::new(start * H / 2, (start + len) * H / 2 + 1234))
 }

@@ -111,7 +111,7 @@ fn rules_keep_their_strategy_and_are_listed_by_priority_then_name() {
 
     let even = json!({"kind": "shared_cost_rule", "spec": {"name": "a-storage", "priority": 20,
                       "strategy": "even", "basis": {"usage": "bytes"}}});
-    let mut objects = vec![
+    let mut objects = [
         parsed(rule("network", 20)),
         parsed(even),
         parsed(rule("z-first", -5)),

@@ -71,7 +71,9 @@ fn costs(entries: &[(&str, f64, f64)]) -> HashMap<WorkloadKey, (String, Workload
 #[test]
 fn a_failure_loses_the_time_after_the_last_checkpoint() {
     let mut runs = TrainingRuns::default();
-    pretrain().iter().for_each(|e| runs.add(e));
+    for event in &pretrain() {
+        runs.add(event);
+    }
     let rows = runs.finish(&costs(&[("pretrain", 30.0, 15.0)]));
     assert_eq!(rows.len(), 1);
     let row = &rows[0];

@@ -190,7 +190,10 @@ pub fn land(runtime: &tokio::runtime::Runtime) -> Fleet {
             .step_by(25)
             .map(|n| telemetry(n..n + 25, span, &all_jobs))
             .collect();
-        samples += batches.iter().map(|b| b.num_rows()).sum::<usize>();
+        samples += batches
+            .iter()
+            .map(arrow::array::RecordBatch::num_rows)
+            .sum::<usize>();
         runtime.block_on(write(
             &lake,
             Table::GpuSamples,

@@ -118,9 +118,10 @@ impl Computed for InferenceCapacityTable {
 
     async fn batches(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>> {
         let slos = declared_slos(&self.sources.catalog).await?;
-        let objective = slos
-            .find(Some(&self.model), None)
-            .map_or(DEFAULT_OBJECTIVE, |slo| slo.objective());
+        let objective = slos.find(Some(&self.model), None).map_or(
+            DEFAULT_OBJECTIVE,
+            gpuledger_ledger::unit_economics::SloSpec::objective,
+        );
         let mut windows = Windows::default();
         let all_time = (
             ScalarValue::TimestampMicrosecond(Some(i64::MIN), Some("UTC".into())),
@@ -195,7 +196,11 @@ impl InferenceCapacityTable {
                 replicas.push(ReplicaAllocation {
                     replica: format!("{}/{}/{}", part(&namespace), part(&workload), part(&pod)),
                     span: Span::new(start.value(row), end.value(row)),
-                    share: share.is_valid(row).then(|| share.value(row)).unwrap_or(1.0),
+                    share: if share.is_valid(row) {
+                        share.value(row)
+                    } else {
+                        1.0
+                    },
                 });
             }
         }
@@ -312,7 +317,7 @@ impl GpuFitTable {
         for batch in run(state, latest).await? {
             let hour = column(&batch, "hour", &timestamp())?;
             let hour = hour.as_primitive::<TimestampMicrosecondType>();
-            as_of = as_of.or((hour.len() > 0 && hour.is_valid(0)).then(|| hour.value(0)));
+            as_of = as_of.or((!hour.is_empty() && hour.is_valid(0)).then(|| hour.value(0)));
         }
         let Some(hour) = as_of else {
             return Ok((None, BTreeSet::new()));

@@ -238,10 +238,11 @@ impl SpotSavingsTable {
                     resource.value(row).to_string(),
                     Line {
                         period: Span::new(start_time, end_time.unwrap_or(start_time)),
-                        effective_cost: effective
-                            .is_valid(row)
-                            .then(|| effective.value(row))
-                            .unwrap_or(0.0),
+                        effective_cost: if effective.is_valid(row) {
+                            effective.value(row)
+                        } else {
+                            0.0
+                        },
                         list_cost: list.is_valid(row).then(|| list.value(row)),
                         pricing_category: text(&category, row).map(str::to_string),
                         charge_description: text(&description, row).map(str::to_string),

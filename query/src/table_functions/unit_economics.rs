@@ -228,7 +228,7 @@ pub(super) async fn costed(
 ) -> DfResult<(Vec<Row>, Costing)> {
     let mut economics = UnitEconomics::new(slos.clone(), serving(state, sources, bounds).await?);
     for_each_request(state, &sources.token_usage, bounds, |request| {
-        economics.add(request)
+        economics.add(request);
     })
     .await?;
     Ok(economics.into_costing())

@@ -95,7 +95,7 @@ impl ScalarUDFImpl for DateTruncUtc {
     }
 
     fn invoke_with_args(&self, mut args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let utc = args.args.get(1).map(|ts| ts.data_type());
+        let utc = args.args.get(1).map(ColumnarValue::data_type);
         let Some((utc, naive)) = utc.and_then(|utc| Some((utc.clone(), zoneless(&utc)?))) else {
             return self.inner.invoke_with_args(args);
         };

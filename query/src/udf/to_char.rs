@@ -102,7 +102,7 @@ impl ScalarUDFImpl for ToChar {
         let micros = micros.as_primitive::<TimestampMicrosecondType>();
         let mut out = StringBuilder::with_capacity(micros.len(), micros.len() * 16);
         let mut text = String::new();
-        for value in micros.iter() {
+        for value in micros {
             let Some(value) = value else {
                 out.append_null();
                 continue;
@@ -437,11 +437,11 @@ impl Template {
                 Field::IsoDayOfYear => {
                     let week = i64::from(date.iso_week().week());
                     let day = i64::from(date.weekday().number_from_monday());
-                    number((week - 1) * 7 + day, 3, out)
+                    number((week - 1) * 7 + day, 3, out);
                 }
                 Field::DayOfMonth => number(date.day().into(), 2, out),
                 Field::DayOfWeekFromSunday => {
-                    number(date.weekday().number_from_sunday().into(), 1, out)
+                    number(date.weekday().number_from_sunday().into(), 1, out);
                 }
                 Field::IsoDayOfWeek => number(date.weekday().number_from_monday().into(), 1, out),
                 Field::WeekOfMonth => number(((date.day() - 1) / 7 + 1).into(), 1, out),
@@ -454,19 +454,19 @@ impl Template {
                     } else {
                         -((99 - y) / 100)
                     };
-                    number(century.into(), 2, out)
+                    number(century.into(), 2, out);
                 }
                 Field::JulianDay => {
                     // Days since 24 November 4714 BC (proleptic Gregorian), day 0.
                     let epoch = chrono::NaiveDate::from_ymd_opt(-4713, 11, 24).expect("a date");
-                    number((date - epoch).num_days(), 0, out)
+                    number((date - epoch).num_days(), 0, out);
                 }
                 Field::Quarter => number(((date.month() - 1) / 3 + 1).into(), 1, out),
                 Field::RomanMonth(case) => {
                     const ROMAN: [&str; 12] = [
                         "I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII",
                     ];
-                    name(ROMAN[date.month0() as usize], case, 4, out)
+                    name(ROMAN[date.month0() as usize], case, 4, out);
                 }
                 Field::ZoneAbbrev(case) => {
                     if let Some((abbrev, _)) = time.zone() {

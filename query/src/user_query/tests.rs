@@ -165,7 +165,7 @@ async fn a_query_past_its_memory_limit_fails_and_the_next_one_runs() {
     let error = single_i64(&lake, Scope::All, greedy).await.unwrap_err();
     let root = error
         .datafusion_root()
-        .map(|e| e.to_string())
+        .map(std::string::ToString::to_string)
         .unwrap_or_default();
     assert!(root.contains("Resources exhausted"), "{error}");
     let total = "select sum(input_tokens) from token_usage";

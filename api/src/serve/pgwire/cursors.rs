@@ -222,7 +222,7 @@ impl Connection {
         let bytes = result
             .batches
             .iter()
-            .map(|batch| batch.get_array_memory_size())
+            .map(arrow::array::RecordBatch::get_array_memory_size)
             .sum();
         let limit = self.state.sql.limits.max_result_bytes * MAX_OPEN_CURSORS;
         let rows = rows(client, result, &format, HeldRows::reserve(bytes, limit)?)?;
@@ -244,7 +244,7 @@ impl Connection {
 /// How many rows a `FETCH` asks for; 0 for all that are left.
 fn rows_to_fetch(direction: &FetchDirection) -> PgWireResult<usize> {
     let count = |value: &Value| match value {
-        Value::Number(n, _) => n.to_string().parse::<usize>().ok(),
+        Value::Number(n, _) => n.clone().parse::<usize>().ok(),
         _ => None,
     };
     match direction {

@@ -85,7 +85,7 @@ fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, Box<dyn Error>> 
         move |error: rustls::pki_types::pem::Error| format!("{path}: {error}")
     };
     let chain = CertificateDer::pem_file_iter(cert)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
         .map_err(named(cert))?;
     let key = PrivateKeyDer::from_pem_file(key).map_err(named(key))?;
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(

@@ -125,7 +125,7 @@ pub async fn register_catalog_functions(ctx: &SessionContext) -> Result<(), Quer
             for batch in &batches {
                 let oids = batch.column(0).as_primitive::<Int64Type>();
                 let sets = batch.column(1).as_boolean();
-                let types = datafusion::arrow::compute::cast(batch.column(2), &DataType::Utf8)
+                let types = arrow::compute::cast(batch.column(2), &DataType::Utf8)
                     .map_err(DataFusionError::from)?;
                 let types = types.as_string::<i32>();
                 for row in 0..batch.num_rows() {
@@ -210,7 +210,7 @@ impl ScalarUDFImpl for OidLookup {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let oids = args.args[0].to_array(args.number_rows)?;
-        let oids = datafusion::arrow::compute::cast(&oids, &DataType::Int64)?;
+        let oids = arrow::compute::cast(&oids, &DataType::Int64)?;
         let oids = oids.as_primitive::<Int64Type>();
         let values = oids
             .iter()
