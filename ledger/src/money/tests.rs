@@ -34,8 +34,9 @@ fn rounding_beyond_twelve_places_is_half_even() {
 
 #[test]
 fn floats_become_the_decimal_they_stand_for() {
-    // 1.60 per GPU-hour × 4 h in floats is 6.4000000000000004: it is 6.40.
-    assert_eq!(1.6 * 4.0, 6.4);
+    // 0.10 per GPU-hour × 3 h in floats is 0.30000000000000004: it is 0.30.
+    assert_eq!((0.1 * 3.0_f64).to_string(), "0.30000000000000004");
+    assert_eq!(Money::from_f64(0.1 * 3.0), m("0.3"));
     assert_eq!(Money::from_f64(1.6 * 4.0), m("6.4"));
     assert_eq!(Money::from_f64(4.8), m("4.80"));
     // 123456.78 has 18 significant digits at 1e-12: still exact.
