@@ -4,7 +4,11 @@
 //! - `tables.rs` defines the canonical tables (schemas, time column, sort order, scope).
 //! - `store.rs` opens the object store named by `--data` (a directory or a URL).
 //! - `writer.rs` splits batches by day and scope, sorts them and writes immutable zstd Parquet.
-//! - `catalog.rs` is the sqlx manifest (SQLite or PostgreSQL): files, batches, quarantine.
+//! - `catalog.rs` is the sqlx catalog (SQLite or PostgreSQL): files, batches, quarantine, the
+//!   days the ledger has built; and in `catalog/`: declared objects read back typed
+//!   (`declared.rs`), API tokens (`tokens.rs`), idempotency keys (`idempotency.rs`), budget
+//!   alerts (`budget_alerts.rs`), weekly report runs (`report_runs.rs`), the leases replicas
+//!   share (`leases.rs`), and which retired objects to move or delete (`retirement.rs`).
 //! - `retirement.rs` places committed files under `tables/` (the writer stages them under
 //!   `_staging/`), moves retired ones out (under `_superseded/`) and deletes them after a grace
 //!   period: the store follows the catalog.
