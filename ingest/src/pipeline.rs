@@ -572,11 +572,12 @@ pub async fn ingest(
         Outcome::Landed { rows_replaced } if rows_replaced > 0
     ) || matches!(outcome, Outcome::Reactivated { .. })
     {
-        // Restated files leave `tables/` before this input's files enter it; their grace
-        // period is the vacuum's to judge.
+        // Restated files leave `tables/` before this input's files (or the copies a
+        // re-delivery adopted) enter it; their grace period is the vacuum's to judge.
         gpuledger_lake::retirement::settle_after_commit(lake).await;
+    } else {
+        gpuledger_lake::retirement::place(lake, &files).await;
     }
-    gpuledger_lake::retirement::place(lake, &files).await;
     let mut rows: Vec<_> = rows.into_iter().collect();
     rows.sort();
     let (rejections, records_rejected) = if matches!(outcome, Outcome::Landed { .. }) {
