@@ -936,7 +936,7 @@ mod retirement;
 mod tokens;
 
 pub use budget_alerts::BudgetAlert;
-pub use declared::Declared;
+pub use declared::TypedObject;
 pub use idempotency::StoredResponse;
 pub use report_runs::{ReportRun, RunStatus};
 pub use retirement::{CompactionCandidate, RetiredFile};

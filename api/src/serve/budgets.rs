@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, SecondsFormat, Utc};
 use datafusion::prelude::SessionContext;
 use gpuledger_lake::BudgetAlert;
-use gpuledger_lake::catalog::Declared;
+use gpuledger_lake::catalog::TypedObject;
 use gpuledger_ledger::budget::{BudgetSpec, BudgetState, Month, status};
 use gpuledger_ledger::objects::{Object, ObjectKind};
 use gpuledger_query::spend::{budget_spend, covered_until};
@@ -133,7 +133,7 @@ fn rounded(value: f64) -> f64 {
 pub(super) async fn budget_status(
     state: &AppState,
     ctx: &SessionContext,
-    budget: &Declared<BudgetSpec>,
+    budget: &TypedObject<BudgetSpec>,
     at: DateTime<Utc>,
 ) -> Result<BudgetStatusView, ApiError> {
     let spec = &budget.spec;
@@ -165,7 +165,7 @@ pub(super) async fn budget_status(
 async fn visible_budgets(
     state: &AppState,
     principal: &Principal,
-) -> Result<Vec<Declared<BudgetSpec>>, ApiError> {
+) -> Result<Vec<TypedObject<BudgetSpec>>, ApiError> {
     let mut budgets = state.lake.catalog().objects_of::<BudgetSpec>().await?;
     budgets.retain(|b| visible(principal, &b.object.spec));
     Ok(budgets)
@@ -175,7 +175,7 @@ async fn visible_budget(
     state: &AppState,
     principal: &Principal,
     name: &str,
-) -> Result<Declared<BudgetSpec>, ApiError> {
+) -> Result<TypedObject<BudgetSpec>, ApiError> {
     visible_budgets(state, principal)
         .await?
         .into_iter()

@@ -11,7 +11,7 @@ use crate::error::{LakeError, Result};
 
 /// A declared object of the kind `S` describes, typed.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Declared<S> {
+pub struct TypedObject<S> {
     /// The object as stored (`{kind, name, spec}`, the document `apply` takes back).
     pub object: Object,
     pub spec: S,
@@ -19,7 +19,7 @@ pub struct Declared<S> {
     pub updated_at: i64,
 }
 
-impl<S> Declared<S> {
+impl<S> TypedObject<S> {
     pub fn name(&self) -> &str {
         &self.object.name
     }
@@ -38,7 +38,7 @@ impl Catalog {
     }
 
     /// The declared objects of `S`'s kind, typed, in the order they apply.
-    pub async fn objects_of<S: Spec>(&self) -> Result<Vec<Declared<S>>> {
+    pub async fn objects_of<S: Spec>(&self) -> Result<Vec<TypedObject<S>>> {
         self.in_apply_order(S::KIND)
             .await?
             .into_iter()
@@ -51,7 +51,7 @@ impl Catalog {
                         S::KIND
                     ))
                 })?;
-                Ok(Declared {
+                Ok(TypedObject {
                     object,
                     spec,
                     updated_at,
