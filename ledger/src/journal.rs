@@ -349,5 +349,25 @@ impl Balance {
     }
 }
 
+/// The one line `ledger build` and `demo` print for a window: `billed 135.00 + manual 4.80 + rate
+/// card 2.40 = accounted 142.20 (balanced)`, or `(DOES NOT BALANCE)`.
+impl std::fmt::Display for Balance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "billed {:.2} + manual {:.2} + rate card {:.2} = accounted {:.2} ({})",
+            self.billed,
+            self.manual,
+            self.rate_card,
+            self.accounted,
+            if self.balances() {
+                "balanced"
+            } else {
+                "DOES NOT BALANCE"
+            }
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -36,21 +36,9 @@ pub async fn run(lake: &Lake, args: LedgerArgs) -> Result<ExitCode, Box<dyn std:
                 println!("ledger is up to date for {first} … {last}");
             }
             for day in &reports {
-                let b = &day.balance;
                 println!(
-                    "{}: {} hours recomputed, {} GPU-hour rows; billed {:.2} + manual {:.2} + rate card {:.2} = accounted {:.2} ({})",
-                    day.day,
-                    day.hours,
-                    day.gpu_hour_rows,
-                    b.billed,
-                    b.manual,
-                    b.rate_card,
-                    b.accounted,
-                    if b.balances() {
-                        "balanced"
-                    } else {
-                        "DOES NOT BALANCE"
-                    }
+                    "{}: {} hours recomputed, {} GPU-hour rows; {}",
+                    day.day, day.hours, day.gpu_hour_rows, day.balance
                 );
                 for warning in day.warnings.iter().take(WARNINGS_SHOWN) {
                     eprintln!("  warning: {warning}");

@@ -186,6 +186,29 @@ fn the_balance_tolerates_one_part_in_a_million() {
     );
 }
 
+#[test]
+fn the_balance_line_rounds_to_cents_and_says_when_it_does_not_balance() {
+    let balance = Balance {
+        billed: m("135"),
+        manual: m("4.8"),
+        rate_card: m("2.395"),
+        accounted: m("142.195"),
+    };
+    // 2.395 rounds half to even at the cent: 2.40; 142.195 → 142.20.
+    assert_eq!(
+        balance.to_string(),
+        "billed 135.00 + manual 4.80 + rate card 2.40 = accounted 142.20 (balanced)"
+    );
+    let short = Balance {
+        accounted: m("140"),
+        ..balance
+    };
+    assert_eq!(
+        short.to_string(),
+        "billed 135.00 + manual 4.80 + rate card 2.40 = accounted 140.00 (DOES NOT BALANCE)"
+    );
+}
+
 mod permutations {
     use proptest::prelude::*;
     use proptest::strategy::Strategy;
