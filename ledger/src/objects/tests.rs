@@ -1,6 +1,11 @@
+use std::collections::BTreeSet;
+
 use serde_json::json;
 
 use super::*;
+use crate::amortize::Strategy;
+use crate::build::{ManualCost, Reservation};
+use crate::journal::Basis;
 use crate::spot::OperationsCostSpec;
 use crate::time::MICROS_PER_HOUR;
 use crate::value::ValueMappingSpec;
