@@ -399,6 +399,21 @@ impl Catalog {
             .await
     }
 
+    /// The committed batch `batch` already is, by any of its identities.
+    async fn earlier_delivery(
+        &self,
+        batch: &NewBatch,
+        commit_options: &CommitOptions,
+    ) -> Result<Option<BatchRecord>> {
+        self.find_batch_recognising(
+            &batch.source,
+            &batch.content_hash,
+            batch.idempotency_key.as_deref(),
+            commit_options,
+        )
+        .await
+    }
+
     /// [`Catalog::commit_batch`] for an input that is also known by the other identities of
     /// `commit_options`.
     pub async fn commit_batch_recognising(
@@ -408,15 +423,7 @@ impl Catalog {
         rejections: &[Rejection],
         commit_options: &CommitOptions,
     ) -> Result<CommitOutcome> {
-        if let Some(existing) = self
-            .find_batch_recognising(
-                &batch.source,
-                &batch.content_hash,
-                batch.idempotency_key.as_deref(),
-                commit_options,
-            )
-            .await?
-        {
+        if let Some(existing) = self.earlier_delivery(batch, commit_options).await? {
             return self.redeliver(existing, batch, files).await;
         }
         let now = now_micros();
@@ -461,15 +468,7 @@ impl Catalog {
         if let Err(error) = inserted {
             // A concurrent commit of the same input won the unique index: report it as the duplicate.
             tx.rollback().await?;
-            return match self
-                .find_batch_recognising(
-                    &batch.source,
-                    &batch.content_hash,
-                    batch.idempotency_key.as_deref(),
-                    commit_options,
-                )
-                .await?
-            {
+            return match self.earlier_delivery(batch, commit_options).await? {
                 Some(existing) => self.redeliver(existing, batch, files).await,
                 None => Err(error.into()),
             };
