@@ -44,7 +44,7 @@ mod slurm;
 mod tests;
 
 use std::collections::HashSet;
-use std::io::BufRead;
+use std::io::{self, BufRead, Read};
 use std::sync::Arc;
 
 use arrow::array::{
@@ -60,6 +60,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::IngestError;
+use crate::json_records::JsonRecords;
 use crate::record::{ParseContext, Rejection, Sink};
 
 /// The most devices one event may count (a whole fleet's GPUs in one job).
@@ -557,76 +558,44 @@ impl JsonFamily {
     }
 }
 
-/// JSON lines, or — when the first line is not a whole JSON value — a stream of pretty-printed
-/// documents. The first value decides between canonical events and Kubernetes objects.
+/// JSON lines, pretty-printed documents one after another (`kubectl get pods -o json`, several
+/// `-o json` outputs) or an array of records, framed by the toolkit's [`JsonRecords`] from the
+/// line the sniffer looked at. The first value decides between canonical events and Kubernetes
+/// objects; a record's rejections point at the line where it starts.
 fn parse_json(
     first: Line,
     lines: &mut Lines,
     ctx: &ParseContext,
     out: &mut Output,
 ) -> Result<(), IngestError> {
+    let mut first_line = first.text.into_bytes();
+    first_line.push(b'\n');
+    let mut input = io::Cursor::new(first_line).chain(&mut *lines.input);
+    let mut records =
+        JsonRecords::new(&mut input, &ctx.origin, "scheduler events").after_lines(first.number - 1);
     let mut family = None;
-    match serde_json::from_str::<Value>(&first.text) {
-        Err(e) if e.is_eof() => {
-            let mut text = first.text;
-            text.push('\n');
-            lines.read_rest(&mut text)?;
-            return parse_json_documents(&text, first.number, ctx, out);
+    while let Some(record) = records.next_record()? {
+        // Stray non-UTF-8 bytes are replaced, as in text tables: one bad byte in a job name does
+        // not lose the job.
+        let text = String::from_utf8_lossy(&record.text);
+        match serde_json::from_str::<Value>(&text) {
+            Ok(value) => {
+                json_value(
+                    record.line,
+                    value,
+                    &|| text.to_string(),
+                    &mut family,
+                    ctx,
+                    out,
+                )?;
+            }
+            Err(e) => {
+                let result = Err(Bad::new("json", format!("not valid JSON: {e}")));
+                out.record(record.line, result, || text.to_string())?;
+            }
         }
-        parsed => json_line(first.number, &first.text, parsed, &mut family, ctx, out)?,
-    }
-    while let Some(line) = lines.next_non_blank()? {
-        let parsed = serde_json::from_str::<Value>(&line.text);
-        json_line(line.number, &line.text, parsed, &mut family, ctx, out)?;
     }
     Ok(())
-}
-
-fn json_line(
-    number: u64,
-    text: &str,
-    parsed: serde_json::Result<Value>,
-    family: &mut Option<JsonFamily>,
-    ctx: &ParseContext,
-    out: &mut Output,
-) -> Result<(), IngestError> {
-    match parsed {
-        Ok(value) => json_value(number, value, &|| text.to_string(), family, ctx, out),
-        Err(e) => {
-            let result = Err(Bad::new("json", format!("not valid JSON: {e}")));
-            out.record(number, result, || text.to_string())
-        }
-    }
-}
-
-/// Whole documents one after another (`kubectl get pods -o json`, several `-o json` outputs).
-/// A document's rejections point at the line where it starts.
-fn parse_json_documents(
-    text: &str,
-    first_line: u64,
-    ctx: &ParseContext,
-    out: &mut Output,
-) -> Result<(), IngestError> {
-    let mut family = None;
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
-    let mut consumed = 0;
-    loop {
-        let start = consumed + (text[consumed..].len() - text[consumed..].trim_start().len());
-        let line = first_line + text[..start].matches('\n').count() as u64;
-        match stream.next() {
-            None => return Ok(()),
-            Some(Ok(value)) => {
-                consumed = stream.byte_offset();
-                let raw = || text[start..consumed].to_string();
-                json_value(line, value, &raw, &mut family, ctx, out)?;
-            }
-            Some(Err(e)) => {
-                // The stream cannot resynchronise after a syntax error: the rest is one rejection.
-                let result = Err(Bad::new("json", format!("not valid JSON: {e}")));
-                return out.record(line, result, || text[start..].to_string());
-            }
-        }
-    }
 }
 
 fn json_value(
@@ -749,15 +718,6 @@ impl Lines<'_> {
                 }));
             }
         }
-    }
-
-    fn read_rest(&mut self, text: &mut String) -> Result<(), IngestError> {
-        self.buf.clear();
-        self.input
-            .read_to_end(&mut self.buf)
-            .map_err(|e| self.read_error(e))?;
-        text.push_str(&String::from_utf8_lossy(&self.buf));
-        Ok(())
     }
 }
 

@@ -8,6 +8,8 @@
 //! - `tokens.rs`: canonical JSON lines, LiteLLM spend logs, OpenTelemetry GenAI → `token_usage`;
 //! - `remote_write.rs`: Prometheus remote-write bodies → the dcgm mapping, series by series;
 //! - `events.rs`: canonical JSON lines, Kubernetes pods, Kueue, Slurm sacct → `scheduler_events`;
+//! - `json_records.rs`: the toolkit's JSON framer (JSON lines, documents, arrays), streaming one
+//!   record at a time, shared by `tokens` and `events`;
 //! - `time.rs`: the toolkit's timestamps: RFC 3339 or local time in `--tz`, and the range the
 //!   lake keeps (1970 to 9999), shared by every parser;
 //! - `pipeline.rs`: input decoding (gzip, stdin), idempotency, the writer task, the quarantine;
@@ -19,6 +21,7 @@ pub mod events;
 pub mod focus;
 #[doc(hidden)]
 pub mod fuzzing;
+mod json_records;
 pub mod pipeline;
 pub mod record;
 pub mod remote_write;

@@ -34,7 +34,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 use crate::error::IngestError;
-use crate::record::{ParseContext, Sink};
+use crate::record::{ParseContext, Sink, strict_stop};
 use crate::{dcgm, events, focus, remote_write, tokens};
 
 /// The kinds of input: the four file formats, and Prometheus remote-write (HTTP only).
@@ -793,12 +793,7 @@ impl Sink for ChannelSink {
 
     fn reject(&mut self, rejection: Rejection) -> Result<(), IngestError> {
         if self.strict {
-            return Err(IngestError::Strict {
-                origin: self.origin.clone(),
-                line: rejection.line,
-                field: rejection.field,
-                reason: rejection.reason,
-            });
+            return Err(strict_stop(&self.origin, rejection));
         }
         self.kept.rejected += 1;
         if self.kept.rejections.len() < self.max_kept {

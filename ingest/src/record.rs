@@ -16,6 +16,16 @@ pub trait Sink {
     fn reject(&mut self, rejection: Rejection) -> Result<(), IngestError>;
 }
 
+/// The error that stops a `--strict` ingest of `origin` at its first rejection.
+pub fn strict_stop(origin: &str, rejection: Rejection) -> IngestError {
+    IngestError::Strict {
+        origin: origin.to_string(),
+        line: rejection.line,
+        field: rejection.field,
+        reason: rejection.reason,
+    }
+}
+
 /// What a parser needs to know besides the bytes.
 #[derive(Debug, Clone)]
 pub struct ParseContext {
@@ -73,6 +83,22 @@ impl CollectSink {
         arrow::compute::concat_batches(&table.schema(), &batches).expect("same schema")
     }
 
+    /// Each rejection's (line, field, reason), in order.
+    pub fn rejected(&self) -> Vec<(u64, &str, &str)> {
+        self.rejections
+            .iter()
+            .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
+            .collect()
+    }
+
+    /// Each rejection's (line, field), in order.
+    pub fn rejected_fields(&self) -> Vec<(u64, &str)> {
+        self.rejections
+            .iter()
+            .map(|r| (r.line, r.field.as_str()))
+            .collect()
+    }
+
     pub fn rows(&self, table: Table) -> usize {
         self.batches
             .iter()
@@ -90,5 +116,19 @@ impl Sink for CollectSink {
     fn reject(&mut self, rejection: Rejection) -> Result<(), IngestError> {
         self.rejections.push(rejection);
         Ok(())
+    }
+}
+
+/// A sink in `--strict` mode that keeps nothing: the first rejection stops the parse.
+#[cfg(test)]
+pub(crate) struct StrictSink;
+
+#[cfg(test)]
+impl Sink for StrictSink {
+    fn accept(&mut self, _: Table, _: RecordBatch) -> Result<(), IngestError> {
+        Ok(())
+    }
+    fn reject(&mut self, rejection: Rejection) -> Result<(), IngestError> {
+        Err(strict_stop("test", rejection))
     }
 }

@@ -1,9 +1,11 @@
 use std::collections::BTreeSet;
 
-use arrow::array::{Array, AsArray};
+use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float64Type, Int32Type, TimestampMicrosecondType};
 use chrono::{DateTime, TimeZone, Utc};
+use gpuledger_lake::tables::DCGM_FIELDS;
 
+use super::lexer::{parse_timestamp, parse_value};
 use super::*;
 use crate::record::CollectSink;
 use crate::testdata::shared_data;
@@ -379,11 +381,7 @@ fn dcgm_blank_sentinels_are_dropped_and_nan_is_rejected() {
     );
     let (sink, stats) = run(&text);
     // DCGM has no NaN reading: a NaN is quarantined at its line, not dropped as a blank.
-    let rejected: Vec<_> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
-        .collect();
+    let rejected = sink.rejected();
     assert_eq!(
         rejected,
         [(
@@ -496,11 +494,7 @@ fn malformed_lines_are_rejected_with_line_field_and_reason() {
          DCGM_FI_DEV_SM_CLOCK{{{GPU0}}} 1410\n"
     );
     let (sink, stats) = run(&text);
-    let found: Vec<_> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
-        .collect();
+    let found = sink.rejected();
     assert_eq!(
         found,
         vec![
@@ -563,11 +557,7 @@ fn lowercase_hostname_is_the_node_like_hostname() {
     let rows = sink.table(Table::GpuSamples);
     assert_eq!(strings(&rows, "node"), vec![Some("node-b".into()); 2]);
     assert_eq!(strings(&rows, "labels"), vec![None, None]);
-    let found: Vec<_> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
-        .collect();
+    let found = sink.rejected();
     assert_eq!(
         found,
         vec![(
@@ -803,11 +793,7 @@ fn a_second_sample_of_a_metric_at_the_same_time_is_a_duplicate() {
          DCGM_FI_DEV_FB_USED{{{reordered}}} 64\n"
     );
     let (sink, stats) = run(&text);
-    let found: Vec<_> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
-        .collect();
+    let found = sink.rejected();
     let reason =
         "duplicate sample: the series already has a value of this metric at this timestamp";
     assert_eq!(
@@ -845,11 +831,7 @@ fn abbreviated_label_sets_must_match_exactly_one_series() {
          DCGM_FI_DEV_MEM_CLOCK{{gpu=\"7\",...}} 405\n"
     );
     let (sink, stats) = run(&text);
-    let found: Vec<_> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
-        .collect();
+    let found = sink.rejected();
     assert_eq!(
         found,
         vec![
@@ -1446,11 +1428,7 @@ fn a_duplicate_is_rejected_whatever_comes_between() {
     let (sink, stats) = run(&text);
     let reason =
         "duplicate sample: the series already has a value of this metric at this timestamp";
-    let found: Vec<_> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
-        .collect();
+    let found = sink.rejected();
     assert_eq!(
         found,
         [
@@ -1573,11 +1551,7 @@ fn impossible_readings_are_rejected_with_their_field() {
         format!("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{series} 9223372036854775794 1790000000000"),
     ];
     let (sink, stats) = run(&(lines.join("\n") + "\n"));
-    let got: Vec<(u64, &str, &str)> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
-        .collect();
+    let got = sink.rejected();
     assert_eq!(
         got,
         vec![

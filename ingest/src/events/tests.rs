@@ -6,7 +6,7 @@ use chrono::{SecondsFormat, TimeZone};
 use serde_json::json;
 
 use super::*;
-use crate::record::CollectSink;
+use crate::record::{CollectSink, StrictSink};
 use crate::testdata::shared_data;
 
 /// `ctx.at` of every test: the "now" of untimestamped and relative inputs.
@@ -335,11 +335,7 @@ fn slurm_unknown_states_are_rejected_with_their_lines() {
         return;
     };
     assert_eq!((stats.records, stats.events, stats.rejected), (2, 0, 2));
-    let rejected: Vec<_> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str()))
-        .collect();
+    let rejected = sink.rejected_fields();
     assert_eq!(rejected, [(1, "state"), (2, "state")]);
     assert!(
         sink.rejections[0]
@@ -738,11 +734,7 @@ not json
         (Some(1_200_000), Some(2_400_000_000))
     );
 
-    let rejected: Vec<_> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str()))
-        .collect();
+    let rejected = sink.rejected_fields();
     assert_eq!(
         rejected,
         [(5, "event"), (8, "gpu_fraction"), (9, "json"), (10, "ts")]
@@ -988,6 +980,53 @@ fn kubernetes_pod_list() {
 }
 
 #[test]
+fn json_arrays_and_document_streams_are_framed_record_by_record() {
+    // A JSON array of canonical events (what `jq -s` writes) lands element by element, each
+    // rejection at the line its element starts on.
+    let array = r#"[
+  {"ts": "2025-03-02T10:00:00Z", "event": "start", "workload": "a", "gpus": 1},
+  {"ts": "2025-03-02T11:00:00Z", "event": "stopp", "workload": "a"},
+  {"ts": "2025-03-02T12:00:00Z", "event": "stop", "workload": "a"}
+]
+"#;
+    let (stats, sink) = run(array, &ctx());
+    assert_eq!(
+        (stats.format, stats.records, stats.events, stats.rejected),
+        (Some(InputFormat::CanonicalJson), 3, 2, 1)
+    );
+    assert_eq!(
+        (sink.rejections[0].line, sink.rejections[0].field.as_str()),
+        (3, "event")
+    );
+
+    // In a stream of pretty-printed objects a broken one is rejected at its first line and the
+    // objects after it still land (before, the rest of the input was one rejection).
+    let pod_a = serde_json::to_string_pretty(&completed_training_pod()).unwrap();
+    let broken = "{
+  \"kind\": \"Pod\",
+  \"apiVersion\": \"v1\",
+  \"metadata\": ,
+}";
+    let text = format!("{pod_a}\n{broken}\n{pod_a}\n");
+    let broken_line = pod_a.lines().count() as u64 + 1;
+    let (stats, sink) = run(&text, &ctx());
+    assert_eq!(
+        (
+            stats.format,
+            stats.records,
+            stats.events,
+            stats.rejected,
+            stats.duplicates
+        ),
+        (Some(InputFormat::KubernetesObjects), 3, 2, 1, 2)
+    );
+    assert_eq!(
+        (sink.rejections[0].line, sink.rejections[0].field.as_str()),
+        (broken_line, "json")
+    );
+}
+
+#[test]
 fn kubernetes_watch_stream_repeats_are_dropped() {
     let mut running = completed_training_pod();
     running["status"] = json!({"phase": "Running", "startTime": "2025-05-01T10:00:00Z"});
@@ -1033,23 +1072,6 @@ fn pod_stop_without_container_times_uses_its_conditions() {
         (sink.rejections[0].line, sink.rejections[0].field.as_str()),
         (2, "kind")
     );
-}
-
-/// A sink in `--strict` mode: the first rejection stops the parse.
-struct StrictSink;
-
-impl Sink for StrictSink {
-    fn accept(&mut self, _: Table, _: RecordBatch) -> Result<(), IngestError> {
-        Ok(())
-    }
-    fn reject(&mut self, r: Rejection) -> Result<(), IngestError> {
-        Err(IngestError::Strict {
-            origin: "test".into(),
-            line: r.line,
-            field: r.field,
-            reason: r.reason,
-        })
-    }
 }
 
 #[test]
@@ -1447,11 +1469,7 @@ fn slurm_lines_no_reading_makes_consistent_are_rejected() {
         ]
     );
     assert_eq!(stats.rejected, 3);
-    let rejected: Vec<_> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
-        .collect();
+    let rejected = sink.rejected();
     assert_eq!(
         rejected,
         [
@@ -1490,11 +1508,7 @@ fn impossible_gpu_counts_and_times_are_rejected() {
         "\n",
     );
     let (stats, sink) = run(text, &ctx());
-    let got: Vec<(u64, &str, &str)> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
-        .collect();
+    let got = sink.rejected();
     assert_eq!(
         got,
         vec![

@@ -5,10 +5,18 @@ use arrow::array::{
     StringArray, StringBuilder, TimestampMicrosecondArray, TimestampSecondArray,
 };
 use arrow::datatypes::{Decimal128Type, Int64Type, TimestampMicrosecondType};
+use arrow::record_batch::RecordBatch;
+use chrono::{DateTime, NaiveDate};
+use gpuledger_lake::tables::Table;
 use parquet::arrow::ArrowWriter;
+use rust_decimal::Decimal;
+use serde_json::Value as Json;
 
+use super::columns::FOCUS_COLUMNS;
+use super::csv_file::quoted_fields;
+use super::values::{parse_datetime, parse_number};
 use super::*;
-use crate::record::CollectSink;
+use crate::record::{CollectSink, StrictSink};
 use crate::testdata::shared_data;
 
 fn context(date_format: Option<&str>) -> ParseContext {
@@ -672,11 +680,7 @@ fn numbers_follow_the_focus_numeric_format_exactly() {
         text(&lines, "extra_columns", 3).as_deref(),
         Some(r#"{"_invalid":{"ListCost":"12 USD"}}"#)
     );
-    let rejected: Vec<(u64, &str)> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str()))
-        .collect();
+    let rejected = sink.rejected_fields();
     assert_eq!(rejected, [5, 6, 7, 8, 9].map(|line| (line, "BilledCost")));
     assert_eq!(
         sink.rejections[1].raw,
@@ -831,11 +835,7 @@ fn malformed_tags_reject_their_line_other_key_values_keep_it() {
          2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,2,2,\"{{\"\"b\"\": 1, \"\"a\"\": null}}\",\"{{}}\"\n\
          2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,3,3,{{}},\"[1,2]\"\n"
     ));
-    let rejected: Vec<_> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
-        .collect();
+    let rejected = sink.rejected();
     assert_eq!(
         rejected,
         [(
@@ -955,24 +955,10 @@ fn invalid_utf8_rejects_only_its_line() {
 
 #[test]
 fn a_failing_sink_stops_the_parse() {
-    struct Strict;
-    impl Sink for Strict {
-        fn accept(&mut self, _: Table, _: RecordBatch) -> Result<(), IngestError> {
-            Ok(())
-        }
-        fn reject(&mut self, r: Rejection) -> Result<(), IngestError> {
-            Err(IngestError::Strict {
-                origin: "input.csv".into(),
-                line: r.line,
-                field: r.field,
-                reason: r.reason,
-            })
-        }
-    }
     let input = format!(
         "{HEADER}\n2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,1,1\n2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,x,1\n"
     );
-    let error = parse(&mut input.as_bytes(), &context(None), &mut Strict).unwrap_err();
+    let error = parse(&mut input.as_bytes(), &context(None), &mut StrictSink).unwrap_err();
     assert!(
         matches!(error, IngestError::Strict { line: 3, ref field, .. } if field == "BilledCost")
     );
@@ -1123,11 +1109,7 @@ fn nonsense_currencies_and_backward_periods_are_rejected() {
                 DOLLARS!!,2026-11-01T00:00:00Z,2026-11-01T01:00:00Z,1,1\n\
                 USD,2026-11-01T05:00:00Z,2026-11-01T01:00:00Z,1,1\n";
     let (stats, lines, sink) = parse_text(text);
-    let got: Vec<(u64, &str, &str)> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
-        .collect();
+    let got = sink.rejected();
     assert_eq!(
         got,
         vec![

@@ -110,11 +110,7 @@ fn a_bad_sample_is_rejected_with_its_series_position() {
     request.timeseries.push(request.timeseries[0].clone());
     let mut sink = CollectSink::default();
     parse(&mut body(&request).as_slice(), &context(), &mut sink).unwrap();
-    let rejected: Vec<_> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str()))
-        .collect();
+    let rejected = sink.rejected_fields();
     assert_eq!(
         rejected,
         [(5, "DCGM_FI_DEV_GPU_TEMP"), (5, "DCGM_FI_DEV_GPU_TEMP")]

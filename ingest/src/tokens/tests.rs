@@ -2,9 +2,12 @@ use std::io::Cursor;
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{Float64Type, Int64Type, TimestampMicrosecondType};
+use chrono::{DateTime, Utc};
+use gpuledger_lake::tables::Table;
 
+use super::rows::TokenRow;
 use super::*;
-use crate::record::CollectSink;
+use crate::record::{CollectSink, StrictSink};
 use crate::testdata::shared_data;
 
 fn context() -> ParseContext {
@@ -129,14 +132,6 @@ fn landed(sink: &CollectSink) -> Vec<TokenRow> {
 
 fn request_ids(sink: &CollectSink) -> Vec<String> {
     landed(sink).into_iter().map(|row| row.request_id).collect()
-}
-
-/// (line, field) of each rejection, and its reason, in order.
-fn rejections(sink: &CollectSink) -> Vec<(u64, &str, &str)> {
-    sink.rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str(), r.reason.as_str()))
-        .collect()
 }
 
 // Both LiteLLM samples time the same request: startTime 09:20:46.847371, completionStartTime
@@ -344,7 +339,8 @@ fn malformed_litellm_request_tags_are_rejected_by_their_path() {
 "#;
     let (stats, sink) = run(input, &context());
     assert_eq!(stats, self::stats(2, 0, 0, 2));
-    let at: Vec<_> = rejections(&sink)
+    let at: Vec<_> = sink
+        .rejected()
         .into_iter()
         .map(|(line, field, reason)| (line, field, reason.split(" (").next().unwrap()))
         .collect();
@@ -371,7 +367,7 @@ fn malformed_nested_fields_are_rejected_by_their_path() {
     let (stats, sink) = run(input, &context());
     assert_eq!(stats, self::stats(4, 0, 0, 4));
     assert_eq!(
-        rejections(&sink),
+        sink.rejected(),
         [
             (
                 1,
@@ -473,7 +469,7 @@ fn bad_lines_are_rejected_with_their_line_and_field_while_the_rest_lands() {
     let ok_2 = &landed(&sink)[1];
     assert_eq!((ok_2.input_tokens, ok_2.output_tokens), (Some(8), Some(7)));
     assert_eq!(
-        rejections(&sink),
+        sink.rejected(),
         [
             (3, "input_tokens", "negative token count -3"),
             (4, "request_id", "missing request id"),
@@ -555,7 +551,7 @@ fn naive_canonical_times_are_read_in_the_context_zone() {
     );
     // Berlin clocks jumped from 02:00 to 03:00 on 2025-03-30.
     assert_eq!(
-        rejections(&sink),
+        sink.rejected(),
         [(
             4,
             "ts",
@@ -627,7 +623,7 @@ fn otel_flat_attributes_with_current_and_deprecated_names() {
         ]
     );
     assert_eq!(
-        rejections(&sink),
+        sink.rejected(),
         [(3, "gen_ai.response.id", "missing request id")]
     );
 }
@@ -746,7 +742,7 @@ fn otlp_json_export_lands_its_genai_spans() {
     );
     // Every span of the export has the line where the export starts.
     assert_eq!(
-        rejections(&sink),
+        sink.rejected(),
         [(
             1,
             "gen_ai.usage.output_tokens",
@@ -770,7 +766,7 @@ fn otlp_exports_as_json_lines() {
             ..self::stats(6, 2, 2, 2)
         }
     );
-    assert_eq!(rejections(&sink)[1].0, 2);
+    assert_eq!(sink.rejected()[1].0, 2);
 }
 
 #[test]
@@ -793,7 +789,8 @@ fn pretty_printed_array_of_records_with_line_numbers() {
     assert_eq!(stats, self::stats(5, 3, 0, 2));
     assert_eq!(request_ids(&sink), ["arr-1", "arr-2", "arr-5"]);
     assert_eq!(landed(&sink)[2].source, Source::LiteLlm);
-    let at: Vec<_> = rejections(&sink)
+    let at: Vec<_> = sink
+        .rejected()
         .into_iter()
         .map(|(line, field, _)| (line, field))
         .collect();
@@ -809,7 +806,7 @@ fn concatenated_pretty_documents_and_a_truncated_one() {
     assert_eq!(stats, self::stats(3, 2, 0, 1));
     assert_eq!(request_ids(&sink), ["doc-1", "doc-2"]);
     assert_eq!(
-        rejections(&sink),
+        sink.rejected(),
         [(
             9,
             "(record)",
@@ -934,21 +931,6 @@ fn empty_input_lands_nothing() {
 
 #[test]
 fn a_failing_sink_stops_the_parse() {
-    /// Fails on the first rejection, as the pipeline's sink does in `--strict` mode.
-    struct StrictSink;
-    impl Sink for StrictSink {
-        fn accept(&mut self, _: Table, _: RecordBatch) -> Result<(), IngestError> {
-            Ok(())
-        }
-        fn reject(&mut self, rejection: Rejection) -> Result<(), IngestError> {
-            Err(IngestError::Strict {
-                origin: "usage.jsonl".into(),
-                line: rejection.line,
-                field: rejection.field,
-                reason: rejection.reason,
-            })
-        }
-    }
     let input = format!("{CANONICAL}\n{{\"ts\": \"2025-03-01T12:00:00Z\"}}\n{CANONICAL}\n");
     let error = parse(&mut Cursor::new(input), &context(), &mut StrictSink).unwrap_err();
     assert!(
