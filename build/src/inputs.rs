@@ -14,7 +14,9 @@ use gpuledger_ledger::build::{BillingItem, GpuTelemetry};
 use gpuledger_ledger::gpu_hours::{ClassCosts, GpuHour, Owner, UsageSample, usage_measure};
 use gpuledger_ledger::money::Money;
 use gpuledger_ledger::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
-use gpuledger_query::columns::{column, floats, int32s, money, strings, text, timestamps, value};
+use gpuledger_query::columns::{
+    column, floats, int32s, money, several, strings, text, timestamps, value,
+};
 
 use crate::error::BuildError;
 
@@ -82,37 +84,31 @@ pub async fn events(ctx: &SessionContext, window: Span) -> Result<Vec<Event>, Bu
             pod,
             mig_profile,
             reason,
-        ] = [
-            "event",
-            "cluster",
-            "node",
-            "namespace",
-            "workload",
-            "pod",
-            "mig_profile",
-            "reason",
-        ]
-        .map(|name| strings(&batch, name));
-        let (event, cluster, node, namespace, workload, pod, mig_profile, reason) = (
-            event?,
-            cluster?,
-            node?,
-            namespace?,
-            workload?,
-            pod?,
-            mig_profile?,
-            reason?,
-        );
-        let [team, environment, workload_type, model, cost_center] = [
-            "team",
-            "environment",
-            "workload_type",
-            "model",
-            "cost_center",
-        ]
-        .map(|name| strings(&batch, name));
-        let (team, environment, workload_type, model, cost_center) =
-            (team?, environment?, workload_type?, model?, cost_center?);
+        ] = several(
+            &batch,
+            strings,
+            [
+                "event",
+                "cluster",
+                "node",
+                "namespace",
+                "workload",
+                "pod",
+                "mig_profile",
+                "reason",
+            ],
+        )?;
+        let [team, environment, workload_type, model, cost_center] = several(
+            &batch,
+            strings,
+            [
+                "team",
+                "environment",
+                "workload_type",
+                "model",
+                "cost_center",
+            ],
+        )?;
         let (gpus, gpu_fraction) = (floats(&batch, "gpus")?, floats(&batch, "gpu_fraction")?);
         let indices = column(
             &batch,
@@ -184,10 +180,11 @@ pub async fn telemetry(
     for batch in query(ctx, &sql).await? {
         let gpus = GpuKeys::of(&batch)?;
         let ts = timestamps(&batch, "ts")?;
-        let [sm_active, gr_engine_active, gpu_util, power_w] =
-            ["sm_active", "gr_engine_active", "gpu_util", "power_w"].map(|m| floats(&batch, m));
-        let (sm_active, gr_engine_active, gpu_util, power_w) =
-            (sm_active?, gr_engine_active?, gpu_util?, power_w?);
+        let [sm_active, gr_engine_active, gpu_util, power_w] = several(
+            &batch,
+            floats,
+            ["sm_active", "gr_engine_active", "gpu_util", "power_w"],
+        )?;
         let (namespace, pod) = (strings(&batch, "namespace")?, strings(&batch, "pod")?);
         for row in 0..batch.num_rows() {
             let (Some(key), Some(at)) = (gpus.key(row), value(&ts, row)) else {
@@ -381,17 +378,18 @@ pub async fn allocations_unchanged_outside(
             timestamps(&batch, "start_time")?,
             timestamps(&batch, "end_time")?,
         );
-        let [cluster, node, namespace, workload, pod, team] = [
-            "cluster",
-            "node",
-            "namespace",
-            "workload",
-            "pod",
-            "team_label",
-        ]
-        .map(|name| strings(&batch, name));
-        let (cluster, node, namespace, workload, pod, team) =
-            (cluster?, node?, namespace?, workload?, pod?, team?);
+        let [cluster, node, namespace, workload, pod, team] = several(
+            &batch,
+            strings,
+            [
+                "cluster",
+                "node",
+                "namespace",
+                "workload",
+                "pod",
+                "team_label",
+            ],
+        )?;
         let (gpu_index, share) = (int32s(&batch, "gpu_index")?, floats(&batch, "share")?);
         for row in 0..batch.num_rows() {
             let (Some(start), Some(end), Some(gpu)) =
@@ -597,16 +595,17 @@ pub async fn stored_gpu_hours(
     for batch in query(ctx, &sql).await? {
         let gpus = GpuKeys::of(&batch)?;
         let hours = timestamps(&batch, "hour")?;
-        let [uuid, team, namespace, workload, reserved_reason] = [
-            "gpu_uuid",
-            "team",
-            "namespace",
-            "workload",
-            "reserved_reason",
-        ]
-        .map(|name| strings(&batch, name));
-        let (uuid, team, namespace, workload, reserved_reason) =
-            (uuid?, team?, namespace?, workload?, reserved_reason?);
+        let [uuid, team, namespace, workload, reserved_reason] = several(
+            &batch,
+            strings,
+            [
+                "gpu_uuid",
+                "team",
+                "namespace",
+                "workload",
+                "reserved_reason",
+            ],
+        )?;
         let seconds = |name: &str| -> Result<_, BuildError> {
             let values = floats(&batch, name)?;
             Ok(move |row: usize| value(&values, row).unwrap_or(0.0))

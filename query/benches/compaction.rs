@@ -10,14 +10,15 @@
 //! `cargo bench -p gpuledger-query --bench compaction` (`GPULEDGER_BENCH_PUSHES=…` for fewer
 //! pushes, `GPULEDGER_BENCH_RUNS=…` for another number of query runs). Landing the pushes is setup, timed only to say how long it took.
 
+#[path = "support/fleet.rs"]
+mod fleet;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::{Float64Array, Int32Array, StringArray, TimestampMicrosecondArray};
-use gpuledger_lake::catalog::NewBatch;
 use gpuledger_lake::compaction::{CompactOptions, pass};
 use gpuledger_lake::tables::{Table, batch_with_columns};
-use gpuledger_lake::writer::TableWriter;
 use gpuledger_lake::{Lake, LakeConfig};
 
 const NODES: usize = 16;
@@ -80,25 +81,13 @@ fn main() {
     runtime.block_on(async {
         for i in 0..pushes {
             let id = format!("push-{i:05}");
-            let mut writer = TableWriter::new(Arc::clone(lake.store()), id.clone());
-            let files = writer
-                .write(Table::GpuSamples, &push(DAY + i * STEP_MICROS))
-                .await
-                .unwrap();
-            let batch = NewBatch {
-                batch_id: id.clone(),
-                source: "prom".into(),
-                origin: id.clone(),
-                content_hash: id,
-                idempotency_key: None,
-                records_read: 0,
-                started_at: 0,
-            };
-            lake.catalog()
-                .commit_batch(&batch, &files, &[])
-                .await
-                .unwrap();
-            gpuledger_lake::retirement::place(&lake, &files).await;
+            fleet::write(
+                &lake,
+                Table::GpuSamples,
+                vec![push(DAY + i * STEP_MICROS)],
+                &id,
+            )
+            .await;
         }
     });
     println!(

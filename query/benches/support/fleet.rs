@@ -1,8 +1,8 @@
 //! The benchmarks' fleet: 1,000 GPUs (125 nodes × 8 H100) × 7 days from 2026-11-02 (ISO week
 //! 2026-W45), telemetry every 15 s (40.3 M samples), ~4 jobs per GPU per day from 6 teams, a
 //! billing line per node per day plus network and storage, warm-pool reservations. Shared by
-//! `build/benches/ledger_build.rs`, `query/benches/sql_peers.rs` and
-//! `report/benches/weekly_report.rs` (`#[path]`), so all measure the same data. Telemetry is written straight to Parquet (the text parser has its own
+//! `build/benches/ledger_build.rs`, `query/benches/sql_peers.rs`,
+//! `query/benches/compaction.rs` (its `write`) and `report/benches/weekly_report.rs` (`#[path]`), so all measure the same data. Telemetry is written straight to Parquet (the text parser has its own
 //! benchmark); billing lands through the real FOCUS ingest path.
 
 #![allow(dead_code)] // each bench uses part of it

@@ -19,7 +19,7 @@ use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
 };
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampMicrosecondType};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{Result as DfResult, ScalarValue, plan_err};
@@ -33,7 +33,9 @@ use gpuledger_ledger::capacity::{NodeFree, ReplicaAllocation, Windows, fit, repl
 use gpuledger_ledger::time::Span;
 use gpuledger_ledger::unit_economics::{DEFAULT_OBJECTIVE, slo_met};
 
-use super::support::{Computed, column, computed, declared_specs, floats, run, strings, text};
+use super::support::{
+    Computed, column, computed, declared_specs, floats, run, strings, text, timestamps, value,
+};
 use super::unit_economics::{UnitEconomicsSources, declared_slos, for_each_request};
 
 /// The literal arguments of a call, as `data_type`.
@@ -179,11 +181,7 @@ impl InferenceCapacityTable {
         .build()?;
         let mut replicas = Vec::new();
         for batch in run(state, plan).await? {
-            let times = |name| -> DfResult<_> {
-                Ok(column(&batch, name, &timestamp())?
-                    .as_primitive::<TimestampMicrosecondType>()
-                    .clone())
-            };
+            let times = |name| timestamps(&batch, name);
             let (start, end) = (times("start_time")?, times("end_time")?);
             let (namespace, workload, pod) = (
                 strings(&batch, "namespace")?,
@@ -315,9 +313,8 @@ impl GpuFitTable {
             .build()?;
         let mut as_of = None;
         for batch in run(state, latest).await? {
-            let hour = column(&batch, "hour", &timestamp())?;
-            let hour = hour.as_primitive::<TimestampMicrosecondType>();
-            as_of = as_of.or((!hour.is_empty() && hour.is_valid(0)).then(|| hour.value(0)));
+            let hour = timestamps(&batch, "hour")?;
+            as_of = as_of.or((!hour.is_empty()).then(|| value(&hour, 0)).flatten());
         }
         let Some(hour) = as_of else {
             return Ok((None, BTreeSet::new()));

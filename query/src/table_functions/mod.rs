@@ -16,6 +16,7 @@ mod value_report;
 
 use std::sync::Arc;
 
+use datafusion::datasource::TableProvider;
 use datafusion::prelude::SessionContext;
 
 pub use capacity::{GpuFit, InferenceCapacity};
@@ -23,8 +24,7 @@ pub use idle_summary::IdleSummary;
 pub use spot_savings::SpotSavings;
 pub use team_costs::TeamCosts;
 pub use training_economics::TrainingEconomics;
-pub use unit_economics::{UnitEconomicsFunction, UnitEconomicsSources};
-pub use value_report::ValueReportFunction;
+pub use unit_economics::{SourcesCall, SourcesFunction, UnitEconomicsSources};
 
 pub(crate) use support::no_money;
 
@@ -44,17 +44,20 @@ pub fn register_all(ctx: &SessionContext, sources: UnitEconomicsSources) {
             gpu_hours: Arc::clone(&sources.gpu_hours),
         }),
     );
-    for daily in [false, true] {
-        let function = UnitEconomicsFunction {
-            sources: sources.clone(),
-            daily,
-        };
-        ctx.register_udtf(function.name(), Arc::new(function));
-        let function = ValueReportFunction {
-            sources: sources.clone(),
-            daily,
-        };
-        ctx.register_udtf(function.name(), Arc::new(function));
+    let computed_per_request: [(&'static str, fn(SourcesCall) -> Arc<dyn TableProvider>); 2] = [
+        ("unit_economics", unit_economics::table),
+        ("value_report", value_report::table),
+    ];
+    for (name, table) in computed_per_request {
+        for daily in [false, true] {
+            let function = SourcesFunction {
+                name,
+                sources: sources.clone(),
+                daily,
+                table,
+            };
+            ctx.register_udtf(&function.name(), Arc::new(function));
+        }
     }
     ctx.register_udtf(
         "training_economics",

@@ -22,8 +22,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
-use arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampMicrosecondType};
+use arrow::array::{Array, ArrayRef, Float64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{Result as DfResult, ScalarValue};
@@ -32,7 +32,6 @@ use datafusion::functions::expr_fn::coalesce;
 use datafusion::functions_aggregate::expr_fn::sum;
 use datafusion::logical_expr::{LogicalPlanBuilder, col, lit};
 use gpuledger_lake::Catalog;
-use gpuledger_lake::tables::timestamp;
 use gpuledger_ledger::build::{Node, matches_node};
 use gpuledger_ledger::objects::RateCardSpec;
 use gpuledger_ledger::spot::{
@@ -42,8 +41,8 @@ use gpuledger_ledger::time::{MICROS_PER_HOUR, Span};
 use gpuledger_ledger::training::Ending;
 
 use super::support::{
-    Computed, column, computed, declared_specs, floats, money_or_zero, run, scan_window, strings,
-    text, window,
+    Computed, computed, declared_specs, floats, money_or_zero, run, scan_window, strings, text,
+    timestamps, window,
 };
 use super::training_economics::training_runs;
 
@@ -216,11 +215,7 @@ impl SpotSavingsTable {
         .build()?;
         let mut lines = Vec::new();
         for batch in run(state, plan).await? {
-            let times = |name| -> DfResult<_> {
-                Ok(column(&batch, name, &timestamp())?
-                    .as_primitive::<TimestampMicrosecondType>()
-                    .clone())
-            };
+            let times = |name| timestamps(&batch, name);
             let (start, end) = (times("charge_period_start")?, times("charge_period_end")?);
             let (resource, category, description) = (
                 strings(&batch, "resource_id")?,

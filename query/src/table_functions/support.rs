@@ -17,7 +17,9 @@ use datafusion::physical_plan::{ExecutionPlan, collect};
 use gpuledger_lake::Catalog;
 use gpuledger_ledger::objects::Spec;
 
-pub(super) use crate::columns::{column, floats, integers, strings, text};
+pub(super) use crate::columns::{
+    column, floats, integers, several, strings, text, timestamps, value,
+};
 use crate::error::to_df;
 
 /// The `(from, to)` arguments as UTC timestamps in microseconds.

@@ -24,8 +24,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
-use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampMicrosecondType};
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{Result as DfResult, ScalarValue};
@@ -33,12 +33,11 @@ use datafusion::datasource::TableProvider;
 use datafusion::functions::expr_fn::coalesce;
 use datafusion::functions_aggregate::expr_fn::sum;
 use datafusion::logical_expr::{Expr, col, lit, when};
-use gpuledger_lake::tables::timestamp;
 use gpuledger_ledger::training::{Event, Row, TrainingRuns, WorkloadCost};
 
 use super::support::{
-    Computed, column, computed, floats, integers, money_or_zero, run, scan_window, strings, text,
-    window,
+    Computed, computed, floats, integers, money_or_zero, run, scan_window, several, strings, text,
+    timestamps, value, window,
 };
 
 #[derive(Debug)]
@@ -161,8 +160,7 @@ pub(super) async fn training_runs(
         .build()?;
     let mut runs = TrainingRuns::default();
     for batch in run(state, plan).await? {
-        let ts = column(&batch, "ts", &timestamp())?;
-        let ts = ts.as_primitive::<TimestampMicrosecondType>();
+        let ts = timestamps(&batch, "ts")?;
         let [
             kind,
             cluster,
@@ -173,32 +171,23 @@ pub(super) async fn training_runs(
             reason,
             team,
             workload_type,
-        ] = [
-            "event",
-            "cluster",
-            "node",
-            "namespace",
-            "workload",
-            "pod",
-            "reason",
-            "team",
-            "workload_type",
-        ]
-        .map(|name| strings(&batch, name));
-        let (kind, cluster, node, namespace, workload, pod, reason, team, workload_type) = (
-            kind?,
-            cluster?,
-            node?,
-            namespace?,
-            workload?,
-            pod?,
-            reason?,
-            team?,
-            workload_type?,
-        );
+        ] = several(
+            &batch,
+            strings,
+            [
+                "event",
+                "cluster",
+                "node",
+                "namespace",
+                "workload",
+                "pod",
+                "reason",
+                "team",
+                "workload_type",
+            ],
+        )?;
         let (samples, tokens) = (integers(&batch, "samples")?, integers(&batch, "tokens")?);
         let gpus = floats(&batch, "gpus")?;
-        let count = |values: &Int64Array, row| values.is_valid(row).then(|| values.value(row));
         for row in 0..batch.num_rows() {
             runs.add(&Event {
                 ts: ts.value(row),
@@ -208,10 +197,10 @@ pub(super) async fn training_runs(
                 namespace: text(&namespace, row),
                 workload: text(&workload, row),
                 pod: text(&pod, row),
-                gpus: gpus.is_valid(row).then(|| gpus.value(row)),
+                gpus: value(&gpus, row),
                 reason: text(&reason, row),
-                samples: count(&samples, row),
-                tokens: count(&tokens, row),
+                samples: value(&samples, row),
+                tokens: value(&tokens, row),
                 team: text(&team, row),
                 workload_type: text(&workload_type, row),
             });

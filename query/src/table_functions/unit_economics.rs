@@ -40,7 +40,7 @@ use std::sync::{Arc, LazyLock};
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
 };
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampMicrosecondType};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{Result as DfResult, ScalarValue};
@@ -58,7 +58,7 @@ use gpuledger_ledger::unit_economics::{
 
 use super::support::{
     Computed, column, computed, declared_specs, floats, integers, money_or_zero, no_money, run,
-    scan_window, strings, text, window,
+    scan_window, several, strings, text, timestamps, value, window,
 };
 
 /// The lake tables the unit and training economics read, and the catalog that holds the SLOs.
@@ -75,41 +75,55 @@ pub struct UnitEconomicsSources {
     pub catalog: Catalog,
 }
 
-/// `unit_economics(from, to)`, or `unit_economics_daily(from, to)` when `daily`: the same rows
-/// for each UTC day of the window, each day costed on its own, with a leading `day` column.
+/// A table function over [`UnitEconomicsSources`] for a window, whole or `_daily` (a leading
+/// `day` column, each UTC day costed on its own): `unit_economics` and `value_report` are both
+/// computed request by request from the same sources.
 #[derive(Debug)]
-pub struct UnitEconomicsFunction {
+pub struct SourcesFunction {
+    /// The name of the whole-window form; the daily form adds `_daily`.
+    pub name: &'static str,
     pub sources: UnitEconomicsSources,
     pub daily: bool,
+    /// The table one call computes.
+    pub table: fn(SourcesCall) -> Arc<dyn TableProvider>,
 }
 
-impl UnitEconomicsFunction {
-    pub fn name(&self) -> &'static str {
+impl SourcesFunction {
+    pub fn name(&self) -> String {
         if self.daily {
-            "unit_economics_daily"
+            format!("{}_daily", self.name)
         } else {
-            "unit_economics"
+            self.name.to_string()
         }
     }
 }
 
-impl TableFunctionImpl for UnitEconomicsFunction {
+impl TableFunctionImpl for SourcesFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
-        Ok(computed(UnitEconomicsTable {
+        Ok((self.table)(SourcesCall {
             sources: self.sources.clone(),
-            bounds: window(self.name(), &args)?,
+            bounds: window(&self.name(), &args)?,
             daily: self.daily,
         }))
     }
 }
 
+/// What one call of a [`SourcesFunction`] computes over.
+#[derive(Debug)]
+pub struct SourcesCall {
+    pub(super) sources: UnitEconomicsSources,
+    pub(super) bounds: (ScalarValue, ScalarValue),
+    pub(super) daily: bool,
+}
+
+/// `unit_economics(from, to)` and `unit_economics_daily(from, to)`.
+pub fn table(call: SourcesCall) -> Arc<dyn TableProvider> {
+    computed(UnitEconomicsTable(call))
+}
+
 /// One window's unit economics, computed when scanned.
 #[derive(Debug)]
-struct UnitEconomicsTable {
-    sources: UnitEconomicsSources,
-    bounds: (ScalarValue, ScalarValue),
-    daily: bool,
-}
+struct UnitEconomicsTable(SourcesCall);
 
 static DAILY_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     let mut fields = vec![Arc::new(Field::new("day", timestamp(), false))];
@@ -151,7 +165,7 @@ static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 #[async_trait]
 impl Computed for UnitEconomicsTable {
     fn schema(&self) -> SchemaRef {
-        if self.daily {
+        if self.0.daily {
             DAILY_SCHEMA.clone()
         } else {
             SCHEMA.clone()
@@ -161,8 +175,8 @@ impl Computed for UnitEconomicsTable {
     async fn batches(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>> {
         let slos = self.slos().await?;
         let mut batches = Vec::new();
-        if self.daily {
-            for (day, bounds) in days(&self.bounds) {
+        if self.0.daily {
+            for (day, bounds) in days(&self.0.bounds) {
                 let rows = self.rows(state, &slos, &bounds).await?;
                 let batch = rows_batch(&rows)?;
                 let day = ScalarValue::TimestampMicrosecond(Some(day), Some("UTC".into()))
@@ -172,7 +186,7 @@ impl Computed for UnitEconomicsTable {
                 batches.push(RecordBatch::try_new(DAILY_SCHEMA.clone(), columns)?);
             }
         } else {
-            batches.push(rows_batch(&self.rows(state, &slos, &self.bounds).await?)?);
+            batches.push(rows_batch(&self.rows(state, &slos, &self.0.bounds).await?)?);
         }
         Ok(batches)
     }
@@ -207,11 +221,11 @@ impl UnitEconomicsTable {
         slos: &Slos,
         bounds: &(ScalarValue, ScalarValue),
     ) -> DfResult<Vec<Row>> {
-        Ok(costed(state, &self.sources, slos, bounds).await?.0)
+        Ok(costed(state, &self.0.sources, slos, bounds).await?.0)
     }
 
     async fn slos(&self) -> DfResult<Slos> {
-        declared_slos(&self.sources.catalog).await
+        declared_slos(&self.0.sources.catalog).await
     }
 }
 
@@ -364,8 +378,7 @@ pub(super) async fn for_each_request(
     let mut batches = execute_stream(physical, state.task_ctx())?;
     while let Some(batch) = batches.next().await {
         let batch = batch?;
-        let ts = column(&batch, "ts", &timestamp())?;
-        let ts = ts.as_primitive::<TimestampMicrosecondType>();
+        let ts = timestamps(&batch, "ts")?;
         let [
             team,
             namespace,
@@ -375,35 +388,28 @@ pub(super) async fn for_each_request(
             quantization,
             priority,
             status,
-        ] = [
-            "team",
-            "namespace",
-            "workload",
-            "model",
-            "model_version",
-            "quantization",
-            "priority",
-            "status",
-        ]
-        .map(|name| strings(&batch, name));
-        let (team, namespace, workload, model, model_version, quantization, priority, status) = (
-            team?,
-            namespace?,
-            workload?,
-            model?,
-            model_version?,
-            quantization?,
-            priority?,
-            status?,
-        );
-        let [input, output, cached] =
-            ["input_tokens", "output_tokens", "cached_tokens"].map(|name| integers(&batch, name));
-        let (input, output, cached) = (input?, output?, cached?);
+        ] = several(
+            &batch,
+            strings,
+            [
+                "team",
+                "namespace",
+                "workload",
+                "model",
+                "model_version",
+                "quantization",
+                "priority",
+                "status",
+            ],
+        )?;
+        let [input, output, cached] = several(
+            &batch,
+            integers,
+            ["input_tokens", "output_tokens", "cached_tokens"],
+        )?;
         let (ttft, latency) = (floats(&batch, "ttft_ms")?, floats(&batch, "latency_ms")?);
         let cache_hit = column(&batch, "cache_hit", &DataType::Boolean)?;
         let cache_hit = cache_hit.as_boolean();
-        let number = |values: &Float64Array, row| values.is_valid(row).then(|| values.value(row));
-        let count = |values: &Int64Array, row| values.is_valid(row).then(|| values.value(row));
         for row in 0..batch.num_rows() {
             each(&Request {
                 ts: ts.value(row),
@@ -414,14 +420,14 @@ pub(super) async fn for_each_request(
                 model_version: text(&model_version, row),
                 quantization: text(&quantization, row),
                 priority: text(&priority, row),
-                input_tokens: count(&input, row),
-                output_tokens: count(&output, row),
-                cached_tokens: count(&cached, row),
+                input_tokens: value(&input, row),
+                output_tokens: value(&output, row),
+                cached_tokens: value(&cached, row),
                 cache_hit: cache_hit.is_valid(row).then(|| cache_hit.value(row)),
                 outcome: Outcome {
                     status: text(&status, row),
-                    ttft_ms: number(&ttft, row),
-                    latency_ms: number(&latency, row),
+                    ttft_ms: value(&ttft, row),
+                    latency_ms: value(&latency, row),
                 },
             });
         }

@@ -26,49 +26,23 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
-use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::catalog::Session;
+use datafusion::common::Result as DfResult;
 use datafusion::datasource::TableProvider;
 use gpuledger_lake::tables::timestamp;
 use gpuledger_ledger::unit_economics::{slo_met, succeeded};
 use gpuledger_ledger::value::{DayTraffic, DayValue, ValueMappingSpec, evaluate, roi};
 
-use super::support::{Computed, computed, declared_specs, window};
-use super::unit_economics::{UnitEconomicsSources, costed, days, declared_slos, for_each_request};
+use super::support::{Computed, computed, declared_specs};
+use super::unit_economics::{SourcesCall, costed, days, declared_slos, for_each_request};
 
-/// `value_report(from, to)`, or `value_report_daily(from, to)` when `daily`.
-#[derive(Debug)]
-pub struct ValueReportFunction {
-    pub sources: UnitEconomicsSources,
-    pub daily: bool,
-}
-
-impl ValueReportFunction {
-    pub fn name(&self) -> &'static str {
-        if self.daily {
-            "value_report_daily"
-        } else {
-            "value_report"
-        }
-    }
-}
-
-impl TableFunctionImpl for ValueReportFunction {
-    fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
-        Ok(computed(ValueReportTable {
-            sources: self.sources.clone(),
-            bounds: window(self.name(), &args)?,
-            daily: self.daily,
-        }))
-    }
+/// `value_report(from, to)` and `value_report_daily(from, to)`.
+pub fn table(call: SourcesCall) -> Arc<dyn TableProvider> {
+    computed(ValueReportTable(call))
 }
 
 #[derive(Debug)]
-struct ValueReportTable {
-    sources: UnitEconomicsSources,
-    bounds: (ScalarValue, ScalarValue),
-    daily: bool,
-}
+struct ValueReportTable(SourcesCall);
 
 static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     let text = |name| Field::new(name, DataType::Utf8, true);
@@ -139,7 +113,7 @@ struct Daily<'a> {
 #[async_trait]
 impl Computed for ValueReportTable {
     fn schema(&self) -> SchemaRef {
-        if self.daily {
+        if self.0.daily {
             DAILY_SCHEMA.clone()
         } else {
             SCHEMA.clone()
@@ -147,15 +121,15 @@ impl Computed for ValueReportTable {
     }
 
     async fn batches(&self, state: &dyn Session) -> DfResult<Vec<RecordBatch>> {
-        let mappings: Vec<ValueMappingSpec> = declared_specs(&self.sources.catalog).await?;
-        let slos = declared_slos(&self.sources.catalog).await?;
+        let mappings: Vec<ValueMappingSpec> = declared_specs(&self.0.sources.catalog).await?;
+        let slos = declared_slos(&self.0.sources.catalog).await?;
         let mut daily = Vec::new();
         // (product line, currency) → the cost of the requests any of its mappings matched.
         let mut line_costs: BTreeMap<(&str, &str), Total> = BTreeMap::new();
-        for (day, bounds) in days(&self.bounds) {
-            let (_, mut costing) = costed(state, &self.sources, &slos, &bounds).await?;
+        for (day, bounds) in days(&self.0.bounds) {
+            let (_, mut costing) = costed(state, &self.0.sources, &slos, &bounds).await?;
             let mut traffic = vec![DayTraffic::default(); mappings.len()];
-            for_each_request(state, &self.sources.token_usage, &bounds, |request| {
+            for_each_request(state, &self.0.sources.token_usage, &bounds, |request| {
                 let matched: Vec<usize> = (0..mappings.len())
                     .filter(|&i| mappings[i].matches(request))
                     .collect();
@@ -193,7 +167,7 @@ impl Computed for ValueReportTable {
                 });
             }
         }
-        let batch = if self.daily {
+        let batch = if self.0.daily {
             daily_batch(&daily)?
         } else {
             report_batch(&daily, line_costs)?

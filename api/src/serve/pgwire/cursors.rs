@@ -244,7 +244,7 @@ impl Connection {
 /// How many rows a `FETCH` asks for; 0 for all that are left.
 fn rows_to_fetch(direction: &FetchDirection) -> PgWireResult<usize> {
     let count = |value: &Value| match value {
-        Value::Number(n, _) => n.clone().parse::<usize>().ok(),
+        Value::Number(n, _) => n.parse::<usize>().ok(),
         _ => None,
     };
     match direction {
