@@ -447,13 +447,7 @@ fn a_crossing_calls_the_webhook_once_across_rounds_and_restarts() {
                 .len(),
             1
         );
-        let metrics = server
-            .http
-            .get(server.url("/metrics"))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap();
+        let metrics = server.metrics();
         assert!(
             metrics.contains("gpuledger_budget_alerts_total 0"),
             "{metrics}"

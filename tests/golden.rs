@@ -20,10 +20,22 @@ use crate::support::{Ledger, describe, ledgers};
 /// 2026-11-02T00:00:00Z in milliseconds.
 const DAY_MS: i64 = 1_793_577_600_000;
 
+/// `file` of the worked example (`tests/data/worked-example`).
 pub fn example(file: &str) -> PathBuf {
+    example_file("worked-example", file)
+}
+
+/// `file` of the example folder `tests/data/<example>`.
+pub fn example_file(example: &str, file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/worked-example")
+        .join("../tests/data")
+        .join(example)
         .join(file)
+}
+
+/// Runs `gpuledger ledger build` over the days `from` to `to` (both included); its output.
+pub fn build_days(ledger: &Ledger, from: &str, to: &str) -> String {
+    run_ok(ledger, &["ledger", "build", "--from", from, "--to", to])
 }
 
 /// Appends dcgm-exporter text with per-sample timestamps for GPU `gpu` of `host` (UUID
@@ -86,14 +98,7 @@ pub fn load_worked_example(ledger: &Ledger) {
         "--cluster",
         "demo",
     ]);
-    let built = run_ok(&[
-        "ledger",
-        "build",
-        "--from",
-        "2026-11-02",
-        "--to",
-        "2026-11-02",
-    ]);
+    let built = build_days(ledger, "2026-11-02", "2026-11-02");
     assert!(
         built.contains("2026-11-02: 24 hours recomputed") && built.contains("(balanced)"),
         "{built}"

@@ -123,13 +123,7 @@ fn every_source_lands_over_http() {
         );
 
         // The counters of /metrics: 1 + 1000 + 1 + 86 rows, by source.
-        let metrics = server
-            .http
-            .get(server.url("/metrics"))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap();
+        let metrics = server.metrics();
         for line in [
             "gpuledger_ingest_rows_total{source=\"dcgm\"} 1",
             "gpuledger_ingest_rows_total{source=\"focus\"} 1000",
@@ -598,15 +592,7 @@ fn scrape_targets_are_scraped_on_their_interval_until_deleted() {
             (&json!("{\"rack\":\"r1\"}"), &json!(41.0)),
             "[{backend}]"
         );
-        let metrics = || {
-            server
-                .http
-                .get(server.url("/metrics"))
-                .send()
-                .unwrap()
-                .text()
-                .unwrap()
-        };
+        let metrics = || server.metrics();
         let failed = "gpuledger_scrapes_total{target=\"gone\",outcome=\"error\"}";
         let started = Instant::now();
         while !metrics().contains(failed) && started.elapsed() < Duration::from_secs(30) {

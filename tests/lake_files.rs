@@ -9,7 +9,7 @@ use std::process::Command;
 use rust_decimal::Decimal;
 use serde_json::Value;
 
-use crate::golden::{example, load_worked_example, run_ok};
+use crate::golden::{build_days, example, load_worked_example, run_ok};
 use crate::support::{Ledger, describe, ledgers, serve_command};
 
 /// The tables and money columns compared; `gpu_samples` by rows only.
@@ -106,17 +106,7 @@ fn same_figures(ledger: &Ledger, step: &str) -> Figures {
 }
 
 fn build_day(ledger: &Ledger) -> String {
-    run_ok(
-        ledger,
-        &[
-            "ledger",
-            "build",
-            "--from",
-            "2026-11-02",
-            "--to",
-            "2026-11-02",
-        ],
-    )
+    build_days(ledger, "2026-11-02", "2026-11-02")
 }
 
 fn figure<'a>(figures: &'a Figures, table: &str) -> (i64, &'a Decimal) {

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::golden::run_ok;
+use crate::golden::{build_days, run_ok};
 use crate::support::{Ledger, ledgers, protobuf};
 
 /// Declares a one-GPU H100 node priced by the rate card at `price` per GPU-hour.
@@ -57,17 +57,7 @@ fn buckets(ledger: &Ledger, filter: &str) -> Vec<(String, f64)> {
 }
 
 fn build(ledger: &Ledger) {
-    run_ok(
-        ledger,
-        &[
-            "ledger",
-            "build",
-            "--from",
-            "2026-11-02",
-            "--to",
-            "2026-11-02",
-        ],
-    );
+    build_days(ledger, "2026-11-02", "2026-11-02");
 }
 
 /// 2026-11-02T00:00:00Z in milliseconds, plus `seconds`.

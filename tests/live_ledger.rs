@@ -154,13 +154,7 @@ fn serve_builds_the_ledger_from_what_lands() {
         );
         assert_eq!(status["interval_seconds"], 1.0);
         eventually("the lag metric at 0", || {
-            let metrics = server
-                .http
-                .get(server.url("/metrics"))
-                .send()
-                .unwrap()
-                .text()
-                .unwrap();
+            let metrics = server.metrics();
             (metrics.contains("gpuledger_ledger_lag_seconds 0.0")
                 && metrics.contains("gpuledger_ledger_rounds_total{outcome=\"built\"}"))
             .then_some(())
@@ -381,13 +375,7 @@ fn every_input_over_http_reaches_the_ledger_without_a_build() {
         (scrapes.load(std::sync::atomic::Ordering::SeqCst) >= scraped + 2).then_some(())
     });
     eventually("the lag metric at 0", || {
-        let metrics = server
-            .http
-            .get(server.url("/metrics"))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap();
+        let metrics = server.metrics();
         metrics
             .contains("gpuledger_ledger_lag_seconds 0.0")
             .then_some(())

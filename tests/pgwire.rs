@@ -6,35 +6,10 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use crate::golden::{load_worked_example, run_ok};
-use crate::support::{Ledger, Server, describe, ledgers};
-
-/// `psql` connected to `server` as `token` (any user name), running each of `commands`, in
-/// unaligned output; `sslmode` as libpq takes it.
-fn psql(server: &Server, token: &str, sslmode: &str, commands: &[&str]) -> Output {
-    let address = server.postgres.strip_prefix("postgres://").unwrap();
-    let (host, port) = address.rsplit_once(':').unwrap();
-    let mut command = Command::new("psql");
-    command
-        .args([
-            "-X",
-            "-A",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-v",
-            "VERBOSITY=verbose",
-        ])
-        .args(["-h", host, "-p", port, "-U", "analyst", "-d", "gpuledger"])
-        .env("PGPASSWORD", token)
-        .env("PGSSLMODE", sslmode)
-        .env("PGCONNECT_TIMEOUT", "10");
-    for c in commands {
-        command.args(["-c", c]);
-    }
-    command.output().expect("run psql (postgresql-client)")
-}
+use crate::support::{Ledger, Server, describe, ledgers, psql, psql_sqlstate, psycopg};
 
 /// The worked example's lake (SQLite catalog), a read token and `serve` on it.
 fn worked_example_served() -> (Ledger, String, Server) {
@@ -47,33 +22,15 @@ fn worked_example_served() -> (Ledger, String, Server) {
 
 /// The standard output of `psql` running `commands`, which must succeed.
 fn psql_ok(server: &Server, token: &str, commands: &[&str]) -> String {
-    let out = psql(server, token, "disable", commands);
+    let out = psql(server, token, "disable", &[], commands);
     assert!(out.status.success(), "{commands:?}: {}", describe(&out));
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The SQLSTATE psql reports for `query` (VERBOSITY=verbose prints `ERROR:  <code>: …`).
-fn psql_sqlstate(server: &Server, token: &str, query: &str) -> String {
-    let out = psql(server, token, "disable", &[query]);
-    assert!(!out.status.success(), "{query} succeeded");
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    stderr
-        .split("ERROR:  ")
-        .nth(1)
-        .and_then(|rest| rest.split(':').next())
-        .unwrap_or_else(|| panic!("{query}: no SQLSTATE in {stderr}"))
-        .to_string()
-}
-
 /// Runs a Python script with psycopg against `server` (the connection string is `sys.argv[1]`);
 /// its standard output.
-fn psycopg(server: &Server, token: &str, script: &str) -> String {
-    let dsn = format!(
-        "{}/gpuledger?user=analyst&password={token}&sslmode=disable",
-        server.postgres
-    );
-    let out = Command::new("python3")
-        .args(["-c", script, &dsn])
+fn psycopg_ok(server: &Server, token: &str, script: &str) -> String {
+    let out = psycopg(server, token, script)
         .output()
         .expect("run python3");
     assert!(out.status.success(), "{}", describe(&out));
@@ -224,7 +181,7 @@ with psycopg.connect(sys.argv[1]) as conn:
             team, total = cur.fetchone()
             print(repr(team), round(total, 3))
 "#;
-    let printed = psycopg(&server, &reader, script);
+    let printed = psycopg_ok(&server, &reader, script);
     assert_eq!(
         printed,
         "'serve' 2026-11-02T00:00:00+00:00 2026-11-02T12:00:00+00:00 43200.0 1\n\
@@ -321,7 +278,7 @@ fn a_team_token_sees_its_rows_only_and_nothing_but_queries_runs() {
     );
 
     // The same refusal over the extended protocol, at Parse.
-    let printed = psycopg(
+    let printed = psycopg_ok(
         &server,
         &admin,
         r#"
@@ -377,6 +334,7 @@ fn psql_connects_over_tls_with_sslmode_require() {
         &server,
         &reader,
         "require",
+        &[],
         &["\\conninfo", "select count(*) as n from allocations"],
     );
     assert!(out.status.success(), "{}", describe(&out));
@@ -468,7 +426,7 @@ with psycopg.connect(sys.argv[1]) as conn:
     print(repr(rows))
 "#;
     assert_eq!(
-        psycopg(&server, &reader, script),
+        psycopg_ok(&server, &reader, script),
         "[('a', Decimal('608.000000000000')), ('b', Decimal('456.000000000000'))]\n"
     );
 }
@@ -574,7 +532,7 @@ with psycopg.connect(sys.argv[1]) as conn:
         print(declared, e.diag.sqlstate)
         conn.rollback()
 "#;
-    let printed = psycopg(&server, &reader, script);
+    let printed = psycopg_ok(&server, &reader, script);
     let rows = ledger.scalar("select count(*) from allocations");
     assert_eq!(
         printed,
@@ -617,7 +575,10 @@ for i in range(1, 4):
             time.sleep(0.1)
 print(sum(len(b.execute(f"FETCH ALL FROM b{i}").fetchall()) for i in range(1, 4)))
 "#;
-    assert_eq!(psycopg(&server, &reader, script), "53200\n120000\n360000\n");
+    assert_eq!(
+        psycopg_ok(&server, &reader, script),
+        "53200\n120000\n360000\n"
+    );
 }
 
 /// pgJDBC, the driver DBeaver and Metabase use (Debian's `libpostgresql-jdbc-java`): the

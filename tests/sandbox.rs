@@ -4,63 +4,17 @@
 //! tokens and connections that would leak.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::golden::load_worked_example;
-use crate::support::{Ledger, Server, describe, ledgers, vm_rss_kb};
+use crate::support::{self, Ledger, Server, describe, ledgers, psql_sqlstate, psycopg, vm_rss_kb};
 
 /// `psql` as `token` running `command`, in unaligned, tuples-only output.
 fn psql(server: &Server, token: &str, command: &str) -> Output {
-    let address = server.postgres.strip_prefix("postgres://").unwrap();
-    let (host, port) = address.rsplit_once(':').unwrap();
-    Command::new("psql")
-        .args([
-            "-X",
-            "-A",
-            "-t",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-v",
-            "VERBOSITY=verbose",
-        ])
-        .args(["-h", host, "-p", port, "-U", "analyst", "-d", "gpuledger"])
-        .env("PGPASSWORD", token)
-        .env("PGSSLMODE", "disable")
-        .env("PGCONNECT_TIMEOUT", "10")
-        .args(["-c", command])
-        .output()
-        .expect("run psql (postgresql-client)")
-}
-
-/// The SQLSTATE psql reports for a failing `command`.
-fn psql_sqlstate(server: &Server, token: &str, command: &str) -> String {
-    let out = psql(server, token, command);
-    assert!(
-        !out.status.success(),
-        "{}… succeeded",
-        &command[..40.min(command.len())]
-    );
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    stderr
-        .split("ERROR:  ")
-        .nth(1)
-        .and_then(|rest| rest.split(':').next())
-        .unwrap_or_else(|| panic!("no SQLSTATE in {stderr}"))
-        .to_string()
-}
-
-/// A Python script with psycopg, the connection string as `sys.argv[1]`.
-fn psycopg(server: &Server, token: &str, script: &str) -> Command {
-    let dsn = format!(
-        "{}/gpuledger?user=analyst&password={token}&sslmode=disable",
-        server.postgres
-    );
-    let mut command = Command::new("python3");
-    command.args(["-c", script, &dsn]);
-    command
+    support::psql(server, token, "disable", &["-t"], &[command])
 }
 
 /// `(status, sqlstate)` of a `POST /v1/sql`.

@@ -31,7 +31,10 @@ fn the_api_keeps_to_its_openapi_document() {
         // (tests/ingest_http.rs sends real ones).
         .args(["--exclude-path", "/v1/prom/write"])
         .args(["--max-examples", "40"])
-        .args(["--workers", "2"])
+        // One worker: schemathesis draws with hypothesis, whose source parsing (`ast.parse`) is not
+        // thread-safe on CPython 3.11 ("AST constructor recursion depth mismatch", a tool crash
+        // seen in a run, not an API failure).
+        .args(["--workers", "1"])
         .args(["--seed", "1"])
         .args(["--max-time", "60"])
         .env("SCHEMATHESIS_HOOKS", "")

@@ -308,11 +308,7 @@ fn catalog_objects_over_rest() {
 
     // A reader reads, but does not write.
     let listed: Value = server
-        .http
-        .get(url("/v1/objects/reservation"))
-        .bearer_auth(&reader)
-        .send()
-        .unwrap()
+        .get_as(&reader, "/v1/objects/reservation")
         .json()
         .unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 1);
@@ -341,27 +337,13 @@ fn catalog_objects_over_rest() {
     assert_eq!(put(&vision), 403);
     assert_eq!(put(&admin), 200);
     let got: Value = server
-        .http
-        .get(url("/v1/objects/reservation/warm-pool"))
-        .bearer_auth(&reader)
-        .send()
-        .unwrap()
+        .get_as(&reader, "/v1/objects/reservation/warm-pool")
         .json()
         .unwrap();
     assert_eq!(got["spec"]["gpu_indices"], json!([0, 1]));
-    let hidden = server
-        .http
-        .get(url("/v1/objects/reservation/warm-pool"))
-        .bearer_auth(&vision)
-        .send()
-        .unwrap();
+    let hidden = server.get_as(&vision, "/v1/objects/reservation/warm-pool");
     assert_eq!(hidden.status().as_u16(), 404);
-    let unknown = server
-        .http
-        .get(url("/v1/objects/spaceship"))
-        .bearer_auth(&reader)
-        .send()
-        .unwrap();
+    let unknown = server.get_as(&reader, "/v1/objects/spaceship");
     assert_eq!(unknown.status().as_u16(), 404);
 
     let deleted = server
@@ -371,12 +353,7 @@ fn catalog_objects_over_rest() {
         .send()
         .unwrap();
     assert_eq!(deleted.status().as_u16(), 204);
-    let gone = server
-        .http
-        .get(url("/v1/objects/reservation/warm-pool"))
-        .bearer_auth(&reader)
-        .send()
-        .unwrap();
+    let gone = server.get_as(&reader, "/v1/objects/reservation/warm-pool");
     assert_eq!(gone.status().as_u16(), 404);
 }
 
@@ -420,12 +397,7 @@ fn who_a_token_is_and_the_ledger_balance() {
     let nlp = ledger.token("read", Some("nlp"));
     let server = ledger.serve(&[]);
     let get = |token: &str, path: &str| {
-        let response = server
-            .http
-            .get(server.url(path))
-            .bearer_auth(token)
-            .send()
-            .unwrap();
+        let response = server.get_as(token, path);
         let status = response.status().as_u16();
         (status, response.json::<Value>().unwrap())
     };

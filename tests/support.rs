@@ -257,6 +257,25 @@ impl Server {
         (status, response.json().unwrap())
     }
 
+    /// `GET path` with `token`.
+    pub fn get_as(&self, token: &str, path: &str) -> reqwest::blocking::Response {
+        self.http
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .unwrap()
+    }
+
+    /// `GET /metrics`: the Prometheus text.
+    pub fn metrics(&self) -> String {
+        self.http
+            .get(self.url("/metrics"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap()
+    }
+
     /// The rows of a query that must succeed.
     pub fn rows(&self, token: &str, query: &str) -> Vec<Value> {
         let (status, body) = self.sql(token, query);
@@ -290,12 +309,7 @@ impl Drop for Server {
 impl Server {
     /// `GET path` as `token`: the status and the body as JSON (null when there is none).
     pub fn get(&self, token: &str, path: &str) -> (u16, Value) {
-        let response = self
-            .http
-            .get(self.url(path))
-            .bearer_auth(token)
-            .send()
-            .unwrap();
+        let response = self.get_as(token, path);
         let status = response.status().as_u16();
         (status, response.json().unwrap_or(Value::Null))
     }
@@ -404,4 +418,63 @@ pub mod protobuf {
         }
         series
     }
+}
+
+/// `psql` connected to `server` as `token` (any user name), running each of `commands` in
+/// unaligned output with verbose errors (`ERROR:  <SQLSTATE>: …`); `sslmode` as libpq takes it,
+/// `options` more psql flags (`-t` for tuples only).
+pub fn psql(
+    server: &Server,
+    token: &str,
+    sslmode: &str,
+    options: &[&str],
+    commands: &[&str],
+) -> Output {
+    let address = server.postgres.strip_prefix("postgres://").unwrap();
+    let (host, port) = address.rsplit_once(':').unwrap();
+    let mut command = Command::new("psql");
+    command
+        .args([
+            "-X",
+            "-A",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-v",
+            "VERBOSITY=verbose",
+        ])
+        .args(options)
+        .args(["-h", host, "-p", port, "-U", "analyst", "-d", "gpuledger"])
+        .env("PGPASSWORD", token)
+        .env("PGSSLMODE", sslmode)
+        .env("PGCONNECT_TIMEOUT", "10");
+    for c in commands {
+        command.args(["-c", c]);
+    }
+    command.output().expect("run psql (postgresql-client)")
+}
+
+/// The SQLSTATE psql reports for `query`, which must fail.
+pub fn psql_sqlstate(server: &Server, token: &str, query: &str) -> String {
+    let out = psql(server, token, "disable", &[], &[query]);
+    let shown = &query[..query.char_indices().nth(40).map_or(query.len(), |(i, _)| i)];
+    assert!(!out.status.success(), "{shown}… succeeded");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    stderr
+        .split("ERROR:  ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or_else(|| panic!("{shown}…: no SQLSTATE in {stderr}"))
+        .to_string()
+}
+
+/// `python3` running `script` with psycopg, the connection string to `server` as `token` in
+/// `sys.argv[1]`.
+pub fn psycopg(server: &Server, token: &str, script: &str) -> Command {
+    let dsn = format!(
+        "{}/gpuledger?user=analyst&password={token}&sslmode=disable",
+        server.postgres
+    );
+    let mut command = Command::new("python3");
+    command.args(["-c", script, &dsn]);
+    command
 }

@@ -2,15 +2,13 @@
 //! from the worked example so that its totals stay as `docs/ledger.md` works them out) goes in
 //! through the real binary, then every `tests/sql/training/*.slt` file runs against it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::golden::{dcgm_series, run_golden_files, run_ok};
+use crate::golden::{build_days, dcgm_series, example_file, run_golden_files, run_ok};
 use crate::support::Ledger;
 
 fn example(file: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/training-example")
-        .join(file)
+    example_file("training-example", file)
 }
 
 /// Lands the training example in `ledger` and builds its ledger for 2026-11-02: its objects and
@@ -29,17 +27,7 @@ fn load_training_example(ledger: &Ledger) {
     run_ok(ledger, &["ingest", "events", events.to_str().unwrap()]);
     let prom = prom.to_str().unwrap();
     run_ok(ledger, &["ingest", "dcgm", prom, "--cluster", "demo"]);
-    let built = run_ok(
-        ledger,
-        &[
-            "ledger",
-            "build",
-            "--from",
-            "2026-11-02",
-            "--to",
-            "2026-11-02",
-        ],
-    );
+    let built = build_days(ledger, "2026-11-02", "2026-11-02");
     assert!(
         built.contains("24 hours recomputed") && built.contains("(balanced)"),
         "{built}"

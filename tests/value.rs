@@ -2,34 +2,21 @@
 //! (`tests/data/value-example`, three days of one serving workload) goes in through the real
 //! binary, then every `tests/sql/value/*.slt` file runs against it.
 
-use std::path::{Path, PathBuf};
-
-use crate::golden::{run_golden_files, run_ok};
+use crate::golden::{build_days, example_file, run_golden_files, run_ok};
 use crate::support::Ledger;
-
-fn example(file: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/value-example")
-        .join(file)
-}
 
 /// Lands the value example in `ledger` and builds its ledger for 2026-11-02 to 2026-11-04.
 fn load_value_example(ledger: &Ledger) {
-    let path = |file: &str| example(file).to_str().unwrap().to_string();
+    let path = |file: &str| {
+        example_file("value-example", file)
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
     run_ok(ledger, &["apply", &path("objects.yaml")]);
     run_ok(ledger, &["ingest", "events", &path("events.jsonl")]);
     run_ok(ledger, &["ingest", "tokens", &path("tokens.jsonl")]);
-    let built = run_ok(
-        ledger,
-        &[
-            "ledger",
-            "build",
-            "--from",
-            "2026-11-02",
-            "--to",
-            "2026-11-04",
-        ],
-    );
+    let built = build_days(ledger, "2026-11-02", "2026-11-04");
     assert!(built.contains("(balanced)"), "{built}");
 }
 
