@@ -48,6 +48,8 @@ fn report(ledger: &Ledger, format: &str) -> Vec<u8> {
 
 fn check_json(report: &Value) {
     assert_eq!(report["schema_version"], 1);
+    // The week holds data: nothing to warn about.
+    assert_eq!(report["warnings"], json!([]));
     assert_eq!(
         (&report["week"], &report["from"], &report["to"]),
         (
@@ -233,6 +235,36 @@ fn the_weekly_report_has_every_sections_figures_in_every_format() {
     }
 }
 
+/// A week the ledger holds nothing for says so before its figures, in JSON, Markdown and HTML,
+/// although the declared nodes still count as capacity and the (empty) ledger balances.
+#[test]
+fn a_week_without_data_says_so() {
+    let ledger = ledgers().remove(0);
+    load_report_example(&ledger);
+    let week = |format: &str| {
+        let out = ledger.run(&["report", "weekly", "--week", "2026-W30", "--format", format]);
+        assert!(out.status.success(), "{}", describe(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: Value = serde_json::from_str(&week("json")).unwrap();
+    let warnings = json["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0]
+            .as_str()
+            .unwrap()
+            .starts_with("No data for this week: the ledger holds no allocated GPU time, no costs and no bills from 2026-07-20 to 2026-07-27."),
+        "{warnings:?}"
+    );
+    assert_eq!(json["balance"]["balanced"], true);
+    assert!(week("md").contains("\n> **Warning:** No data for this week"));
+    assert!(
+        week("html")
+            .contains("<p class=\"warning\" role=\"alert\"><b>Warning:</b> No data for this week")
+    );
+    keeps_to_its_schema(&ledger, week("json").as_bytes());
+}
+
 /// A team's declared monthly budget reaches the tenants section prorated to the week: nlp's 3,000
 /// for November (30 days) is 700.00 for W45's 7 days, and its 40.728 is 659.272 under it. A
 /// namespace's budget is no team's.
@@ -316,12 +348,7 @@ fn rest_matches_the_cli(ledger: &Ledger, json: &[u8], csv: &str, html: &str) {
     let team = ledger.token("read", Some("nlp"));
     let server = ledger.serve(&[]);
     let get = |path: &str, token: &str| {
-        let response = server
-            .http
-            .get(server.url(path))
-            .bearer_auth(token)
-            .send()
-            .unwrap();
+        let response = server.get_as(token, path);
         let status = response.status().as_u16();
         let content_type = response.headers()["content-type"]
             .to_str()
@@ -393,7 +420,7 @@ fn renders_in_chromium(page: &Path) {
     assert_eq!(dom.matches("<svg").count(), 4, "{dom}");
     assert!(dom.matches("<rect").count() >= 8, "bars and legends drawn");
     assert!(
-        dom.contains("<b>118.2</b>") && dom.contains("<b>3</b>"),
+        dom.contains("<span>accounted</span><b>$118.20</b>") && dom.contains("<b>3</b>"),
         "totals: {dom}"
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -409,14 +436,7 @@ fn serve_exports_the_due_week_at_start_and_lists_the_run() {
     let server = ledger.serve(&[]);
     let mut runs = Value::Null;
     for _ in 0..100 {
-        runs = server
-            .http
-            .get(server.url("/v1/reports/runs"))
-            .bearer_auth(&token)
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
+        runs = server.get_as(&token, "/v1/reports/runs").json().unwrap();
         if runs[0]["status"] == "succeeded" {
             break;
         }
@@ -435,13 +455,7 @@ fn serve_exports_the_due_week_at_start_and_lists_the_run() {
     for key in &keys {
         assert!(ledger.data_dir().join(key).is_file(), "{key}");
     }
-    let metrics = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    let metrics = server.metrics();
     assert!(
         metrics.contains("report_runs_total{outcome=\"succeeded\"} 1"),
         "{metrics}"

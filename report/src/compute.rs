@@ -8,6 +8,8 @@ use chrono::{Datelike, NaiveDate};
 use datafusion::prelude::SessionContext;
 use gpuledger_build::{Declared, balance, declared};
 use gpuledger_lake::Lake;
+use gpuledger_ledger::journal::Balance as LedgerBalance;
+use gpuledger_query::columns::records;
 use gpuledger_query::new_session;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -33,12 +35,14 @@ pub async fn weekly_report(
     let utilization = utilization(&ctx, &w).await?;
     let previous_idle = idle_classes(&ctx, &previous).await?;
     let b = balance(lake, &declared, week.span()).await?;
+    let warnings = no_data(&utilization, &b, &w).into_iter().collect();
     Ok(WeeklyReport {
         schema_version: SCHEMA_VERSION,
         week: week.to_string(),
         from: w.from.clone(),
         to: w.to.clone(),
         currency: "USD".into(),
+        warnings,
         capacity: capacity(&ctx, &w, &declared).await?,
         queue: queue(&ctx, &w).await?,
         training: training(&ctx, &w).await?,
@@ -63,6 +67,24 @@ pub async fn weekly_report(
             difference: r6(b.difference().to_f64()),
             balanced: b.balances(),
         },
+    })
+}
+
+/// The warning of a week the ledger holds nothing for: no allocated GPU time, no cost entries and
+/// nothing billed. Declared nodes still count as capacity, so without it such a week would read
+/// as a quiet, balanced one.
+fn no_data(utilization: &Utilization, balance: &LedgerBalance, w: &Window) -> Option<String> {
+    let empty = utilization.allocated_gpu_hours == 0.0
+        && balance.accounted.is_zero()
+        && balance.expected().is_zero();
+    empty.then(|| {
+        format!(
+            "No data for this week: the ledger holds no allocated GPU time, no costs and no bills \
+             from {} to {}. Check that telemetry, scheduler events and bills were ingested and \
+             that `gpuledger ledger build` ran for these days; the figures below are empty, not \
+             a quiet week.",
+            w.from, w.to
+        )
     })
 }
 
@@ -97,18 +119,7 @@ impl Window {
 /// The rows of `sql`, each read into a `T` by column name (NULL columns are absent).
 async fn rows<T: DeserializeOwned>(ctx: &SessionContext, sql: &str) -> Result<Vec<T>> {
     let batches = ctx.sql(sql).await?.collect().await?;
-    let mut writer = arrow::json::ArrayWriter::new(Vec::new());
-    writer
-        .write_batches(&batches.iter().collect::<Vec<_>>())
-        .map_err(|e| ReportError::Rows(e.to_string()))?;
-    writer
-        .finish()
-        .map_err(|e| ReportError::Rows(e.to_string()))?;
-    let json = writer.into_inner();
-    if json.is_empty() {
-        return Ok(Vec::new());
-    }
-    serde_json::from_slice(&json).map_err(|e| ReportError::Rows(format!("{e} in {sql}")))
+    records(&batches).map_err(|e| ReportError::Rows(format!("{e} in {sql}")))
 }
 
 /// The one row of an aggregate query.

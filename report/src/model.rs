@@ -19,6 +19,9 @@ pub struct WeeklyReport {
     /// The next Monday (UTC), exclusive.
     pub to: String,
     pub currency: String,
+    /// What a reader must know before the figures, e.g. that the week has no data at all (an
+    /// empty report must not read as a quiet, balanced week).
+    pub warnings: Vec<String>,
     pub capacity: Capacity,
     pub utilization: Utilization,
     pub queue: Queue,

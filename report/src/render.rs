@@ -164,12 +164,13 @@ fn title(section: &str) -> String {
 
 fn markdown(report: &WeeklyReport) -> String {
     let mut out = format!(
-        "# GPU weekly report {} ({} to {}, UTC)\n\n{}\n",
-        report.week,
-        report.from,
-        report.to,
-        balance_line(report)
+        "# GPU weekly report {} ({} to {}, UTC)\n\n",
+        report.week, report.from, report.to
     );
+    for warning in &report.warnings {
+        let _ = writeln!(out, "> **Warning:** {warning}\n");
+    }
+    let _ = writeln!(out, "{}", balance_line(report));
     for (section, figures) in sections(report) {
         let _ = write!(
             out,
@@ -220,16 +221,59 @@ fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// One bar of a chart: its label and its segments (value, colour, legend name).
+/// One bar of a chart: its label and one value per entry of the chart's legend, which gives the
+/// segment its colour (so a bar and its legend cannot disagree).
 struct Bar {
     label: String,
-    segments: Vec<(f64, &'static str)>,
+    values: Vec<f64>,
 }
 
 const COLOURS: [&str; 4] = ["#2b6cb0", "#dd6b20", "#c53030", "#718096"];
 
 /// A horizontal stacked bar chart as inline SVG, each bar labelled with its total.
-fn bar_chart(title: &str, legend: &[&str], bars: &[Bar]) -> String {
+/// Bars largest first, as a reader compares them (the tables after keep the JSON's order).
+fn by_size(mut bars: Vec<Bar>) -> Vec<Bar> {
+    let total = |b: &Bar| b.values.iter().map(|v| v.max(0.0)).sum::<f64>();
+    bars.sort_by(|a, b| total(b).total_cmp(&total(a)));
+    bars
+}
+
+/// `x` with thousands separators and `places` decimals: `7,966.47`.
+fn grouped(x: f64, places: usize) -> String {
+    let text = format!("{:.places$}", x.abs());
+    let (whole, fraction) = text
+        .split_once('.')
+        .map_or((text.as_str(), None), |(w, f)| (w, Some(f)));
+    let mut out = String::new();
+    for (i, digit) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    if let Some(fraction) = fraction {
+        out.push('.');
+        out.push_str(fraction);
+    }
+    // No "-0.00": a negative that rounds to zero is zero.
+    if x < 0.0 && out.chars().any(|c| c.is_ascii_digit() && c != '0') {
+        out.insert(0, '-');
+    }
+    out
+}
+
+/// An amount as a person reads it: `$7,966.47` (other currencies by their code: `7,966.47 EUR`).
+fn amount(x: f64, currency: &str) -> String {
+    let figure = grouped(x, 2);
+    match (currency, figure.strip_prefix('-')) {
+        ("USD", Some(positive)) => format!("-${positive}"),
+        ("USD", None) => format!("${figure}"),
+        _ => format!("{figure} {currency}"),
+    }
+}
+
+/// `legend`: each segment's name and the colour its bars are drawn in.
+fn bar_chart(title: &str, legend: &[(&str, &str)], bars: &[Bar]) -> String {
     let width = 640.0;
     let label_width = 220.0;
     let plot = width - label_width - 90.0;
@@ -237,7 +281,7 @@ fn bar_chart(title: &str, legend: &[&str], bars: &[Bar]) -> String {
     let height = 30.0 + row * bars.len().max(1) as f64 + 24.0;
     let max = bars
         .iter()
-        .map(|b| b.segments.iter().map(|s| s.0.max(0.0)).sum::<f64>())
+        .map(|b| b.values.iter().map(|v| v.max(0.0)).sum::<f64>())
         .fold(0.0, f64::max);
     let mut svg = format!(
         "<figure class=\"chart\"><figcaption>{}</figcaption>\
@@ -256,7 +300,7 @@ fn bar_chart(title: &str, legend: &[&str], bars: &[Bar]) -> String {
         );
         let mut x = label_width;
         let mut total = 0.0;
-        for (value, colour) in &bar.segments {
+        for (value, (_, colour)) in bar.values.iter().zip(legend) {
             let w = if max > 0.0 {
                 value.max(0.0) / max * plot
             } else {
@@ -274,12 +318,12 @@ fn bar_chart(title: &str, legend: &[&str], bars: &[Bar]) -> String {
             "<text x=\"{:.1}\" y=\"{}\">{}</text>",
             x + 4.0,
             y + 15.0,
-            short(total)
+            grouped(total, 2)
         );
     }
     let y = height - 8.0;
     let mut x = label_width;
-    for (name, colour) in legend.iter().zip(COLOURS) {
+    for (name, colour) in legend {
         let _ = write!(
             svg,
             "<rect x=\"{x}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{colour}\"/><text x=\"{}\" y=\"{y}\">{}</text>",
@@ -291,11 +335,6 @@ fn bar_chart(title: &str, legend: &[&str], bars: &[Bar]) -> String {
     }
     svg.push_str("</svg></figure>\n");
     svg
-}
-
-/// A chart label: two decimals.
-fn short(x: f64) -> String {
-    format!("{x:.2}")
 }
 
 fn html(report: &WeeklyReport) -> String {
@@ -317,6 +356,7 @@ fn html(report: &WeeklyReport) -> String {
          td.n{{text-align:right;font-variant-numeric:tabular-nums}}\
          figure.chart{{margin:1em 0}} figcaption{{font-weight:600}} svg text{{font-size:12px}}\
          .unbalanced{{color:#c53030;font-weight:700}}\
+         .warning{{border:1px solid #c53030;background:#fff5f5;border-radius:6px;padding:.6em 1em}}\
          @media print{{body{{margin:0;max-width:none}} figure.chart,table,.totals{{break-inside:avoid}} h2{{break-after:avoid}}}}\
          </style></head><body>\n\
          <h1>GPU weekly report {week}</h1>\n<p>{from} to {to} (UTC, ISO week), amounts in {currency}.</p>\n",
@@ -325,6 +365,13 @@ fn html(report: &WeeklyReport) -> String {
         to = report.to,
         currency = escape(&report.currency),
     );
+    for warning in &report.warnings {
+        let _ = writeln!(
+            out,
+            "<p class=\"warning\" role=\"alert\"><b>Warning:</b> {}</p>",
+            escape(warning)
+        );
+    }
     let total = |label: &str, value: String| {
         format!(
             "<div class=\"total\"><span>{}</span><b>{}</b></div>",
@@ -333,15 +380,19 @@ fn html(report: &WeeklyReport) -> String {
         )
     };
     out.push_str("<section class=\"totals\" id=\"totals\">");
-    out.push_str(&total("GPUs", c.total_gpus.to_string()));
-    out.push_str(&total("available GPUs", c.available_gpus.to_string()));
+    let money = |x: f64| amount(x, &report.currency);
+    out.push_str(&total("GPUs", grouped(c.total_gpus as f64, 0)));
+    out.push_str(&total(
+        "available GPUs",
+        grouped(c.available_gpus as f64, 0),
+    ));
     out.push_str(&total(
         "allocated GPU-hours",
-        u.allocated_gpu_hours.to_string(),
+        grouped(u.allocated_gpu_hours, 1),
     ));
-    out.push_str(&total("GPU cost", num(u.gpu_cost)));
-    out.push_str(&total("accounted", num(b.accounted)));
-    out.push_str(&total("balance difference", num(b.difference)));
+    out.push_str(&total("GPU cost", money(u.gpu_cost)));
+    out.push_str(&total("accounted", money(b.accounted)));
+    out.push_str(&total("balance difference", money(b.difference)));
     out.push_str("</section>\n");
     let _ = writeln!(
         out,
@@ -353,64 +404,75 @@ fn html(report: &WeeklyReport) -> String {
     out.push_str("<h2>Charts</h2>\n");
     out.push_str(&bar_chart(
         "Idle cost by class",
-        &["cost"],
-        &u.idle
-            .iter()
-            .map(|i| Bar {
-                label: i.class.clone(),
-                segments: vec![(i.cost, COLOURS[0])],
-            })
-            .collect::<Vec<_>>(),
+        &[("cost", COLOURS[0])],
+        &by_size(
+            u.idle
+                .iter()
+                .map(|i| Bar {
+                    label: i.class.clone(),
+                    values: vec![i.cost],
+                })
+                .collect(),
+        ),
     ));
     out.push_str(&bar_chart(
         "Cost per team",
-        &["direct", "shared"],
-        &report
-            .tenants
-            .teams
-            .iter()
-            .map(|t| Bar {
-                label: t.team.clone(),
-                segments: vec![(t.direct_cost, COLOURS[0]), (t.shared_cost, COLOURS[1])],
-            })
-            .collect::<Vec<_>>(),
+        &[("direct", COLOURS[0]), ("shared", COLOURS[1])],
+        &by_size(
+            report
+                .tenants
+                .teams
+                .iter()
+                .map(|t| Bar {
+                    label: t.team.clone(),
+                    values: vec![t.direct_cost, t.shared_cost],
+                })
+                .collect(),
+        ),
     ));
     out.push_str(&bar_chart(
         "GPUs by model and flavor",
-        &["available", "faulty", "maintenance"],
-        &c.by_model
-            .iter()
-            .map(|g| Bar {
-                label: format!("{} ({})", g.gpu_model, g.flavor),
-                segments: vec![
-                    (g.available_gpus as f64, COLOURS[0]),
-                    (g.faulty_gpus as f64, COLOURS[2]),
-                    (g.maintenance_gpus as f64, COLOURS[3]),
-                ],
-            })
-            .collect::<Vec<_>>(),
+        &[
+            ("available", COLOURS[0]),
+            ("faulty", COLOURS[2]),
+            ("maintenance", COLOURS[3]),
+        ],
+        &by_size(
+            c.by_model
+                .iter()
+                .map(|g| Bar {
+                    label: format!("{} ({})", g.gpu_model, g.flavor),
+                    values: vec![
+                        g.available_gpus as f64,
+                        g.faulty_gpus as f64,
+                        g.maintenance_gpus as f64,
+                    ],
+                })
+                .collect(),
+        ),
     ));
+    let cost = |f: &Option<crate::model::ModelFigures>| {
+        f.as_ref()
+            .and_then(|f| f.cost_per_1m_slo_met_tokens)
+            .unwrap_or(0.0)
+    };
+    // The costliest model first, each beside its week before.
+    let mut models: Vec<_> = report.inference.models.iter().collect();
+    models.sort_by(|a, b| cost(&b.week).total_cmp(&cost(&a.week)));
     out.push_str(&bar_chart(
         "Cost per 1M SLO-met tokens, this week and the week before",
-        &["this week", "previous week"],
-        &report
-            .inference
-            .models
-            .iter()
+        &[("this week", COLOURS[0]), ("previous week", COLOURS[1])],
+        &models
+            .into_iter()
             .flat_map(|m| {
-                let cost = |f: &Option<crate::model::ModelFigures>| {
-                    f.as_ref()
-                        .and_then(|f| f.cost_per_1m_slo_met_tokens)
-                        .unwrap_or(0.0)
-                };
                 [
                     Bar {
                         label: m.model.clone(),
-                        segments: vec![(cost(&m.week), COLOURS[0])],
+                        values: vec![cost(&m.week), 0.0],
                     },
                     Bar {
                         label: format!("{} (previous)", m.model),
-                        segments: vec![(cost(&m.previous_week), COLOURS[1])],
+                        values: vec![0.0, cost(&m.previous_week)],
                     },
                 ]
             })

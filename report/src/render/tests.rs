@@ -18,6 +18,7 @@ fn sample() -> WeeklyReport {
         from: "2026-11-02".into(),
         to: "2026-11-09".into(),
         currency: "USD".into(),
+        warnings: vec![],
         capacity: Capacity {
             total_gpus: 3,
             available_gpus: 1,
@@ -155,4 +156,84 @@ fn csv_markdown_and_html_carry_the_json_figures() {
     assert!(!html.contains("<script") && !html.contains("http://") && !html.contains("https://"));
     assert!(html.contains("<td>nlp</td><td>teams.total_cost</td><td class=\"n\">40.728</td>"));
     assert!(html.contains("@media print"));
+}
+
+#[test]
+fn warnings_come_before_the_figures_in_html_and_markdown() {
+    let report = WeeklyReport {
+        warnings: vec!["No data for this week: <check> the `ingest`.".into()],
+        ..sample()
+    };
+    let html = html(&report);
+    let warning = html
+        .find("<p class=\"warning\" role=\"alert\"><b>Warning:</b> No data for this week: &lt;check&gt; the `ingest`.</p>")
+        .expect("the warning, escaped");
+    assert!(
+        warning < html.find("id=\"totals\"").unwrap(),
+        "before the totals"
+    );
+    let md = markdown(&report);
+    assert!(
+        md.starts_with(
+            "# GPU weekly report 2026-W45 (2026-11-02 to 2026-11-09, UTC)\n\n\
+             > **Warning:** No data for this week: <check> the `ingest`.\n\nLedger balance:"
+        ),
+        "{md}"
+    );
+    // A week with data has no warning line at all.
+    assert!(!markdown(&sample()).contains("Warning"));
+    assert!(!self::html(&sample()).contains("class=\"warning\""));
+}
+
+#[test]
+fn figures_for_people_have_separators_currency_and_no_negative_zero() {
+    assert_eq!(grouped(7966.46881, 2), "7,966.47");
+    assert_eq!(grouped(70966.393445, 1), "70,966.4");
+    assert_eq!(grouped(999.0, 0), "999");
+    assert_eq!(grouped(1_000_000.0, 0), "1,000,000");
+    assert_eq!(grouped(-1234.5, 2), "-1,234.50");
+    assert_eq!(grouped(-0.001, 2), "0.00");
+    assert_eq!(amount(7966.46881, "USD"), "$7,966.47");
+    assert_eq!(amount(-399.78, "USD"), "-$399.78");
+    assert_eq!(amount(12.5, "EUR"), "12.50 EUR");
+}
+
+#[test]
+fn html_tiles_read_as_amounts_and_bars_come_largest_first() {
+    let report = sample();
+    let html = html(&report);
+    assert!(html.contains("<span>GPU cost</span><b>$"), "{html}");
+    assert!(
+        html.contains("<span>allocated GPU-hours</span><b>19.0</b>"),
+        "{html}"
+    );
+    // Bars are drawn in the order given; by_size puts the largest total first.
+    let bars = by_size(vec![
+        Bar {
+            label: "small".into(),
+            values: vec![1.0],
+        },
+        Bar {
+            label: "large".into(),
+            values: vec![2.0, 3.0],
+        },
+        Bar {
+            label: "middle".into(),
+            values: vec![4.0],
+        },
+    ]);
+    let order: Vec<_> = bars.iter().map(|b| b.label.as_str()).collect();
+    assert_eq!(order, ["large", "middle", "small"]);
+}
+
+#[test]
+fn a_legend_shows_the_colour_its_bars_are_drawn_in() {
+    let html = html(&sample());
+    // GPUs by model: faulty bars are red (COLOURS[2]), and so is the legend's swatch for them.
+    let chart = &html[html.find("GPUs by model and flavor").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    let swatch = chart.rfind(">faulty</text>").unwrap();
+    let before = &chart[..swatch];
+    let fill = before.rfind("fill=\"").unwrap();
+    assert_eq!(&before[fill + 6..fill + 13], COLOURS[2]);
 }
