@@ -3,7 +3,7 @@
 
 import { h, notice } from './lib/dom.js';
 import { session, me, ledgerStatus } from './lib/api.js';
-import { periodOf, picker } from './lib/period.js';
+import { defaultPeriod, periodOf, picker } from './lib/period.js';
 import overview from './pages/overview.js';
 import idle from './pages/idle.js';
 import unit from './pages/unit.js';
@@ -80,23 +80,22 @@ function showWho() {
 }
 
 /** "Ledger as of <UTC minute>" in the header, and how far it is behind when it is. */
-async function showLedgerAsOf() {
+function showLedgerAsOf(status) {
   const shown = document.getElementById('ledger-as-of');
-  try {
-    const status = await ledgerStatus();
-    if (!status.last_build_at) {
-      shown.textContent = 'Ledger not built yet';
-      return;
-    }
-    const at = `${status.last_build_at.slice(0, 10)} ${status.last_build_at.slice(11, 16)} UTC`;
-    // A live ledger is up to one interval behind by design; say so only past two.
-    const behind = status.lag_seconds > Math.max(2 * status.interval_seconds, 120)
-      ? ` · ${Math.round(status.lag_seconds / 60)} min behind its inputs` : '';
-    shown.textContent = `Ledger as of ${at}${behind}`;
-    shown.title = `Built through ${status.built_through}; newest input ${status.newest_input_at || 'none'}`;
-  } catch {
+  if (!status) {
     shown.textContent = '';
+    return;
   }
+  if (!status.last_build_at) {
+    shown.textContent = 'Ledger not built yet';
+    return;
+  }
+  const at = `${status.last_build_at.slice(0, 10)} ${status.last_build_at.slice(11, 16)} UTC`;
+  // A live ledger is up to one interval behind by design; say so only past two.
+  const behind = status.lag_seconds > Math.max(2 * status.interval_seconds, 120)
+    ? ` · ${Math.round(status.lag_seconds / 60)} min behind its inputs` : '';
+  shown.textContent = `Ledger as of ${at}${behind}`;
+  shown.title = `Built through ${status.built_through}; newest input ${status.newest_input_at || 'none'}`;
 }
 
 async function route() {
@@ -109,7 +108,12 @@ async function route() {
     }
   }
   showWho();
-  showLedgerAsOf();
+  // Until this route is drawn, `main` says which one it shows: none.
+  delete main.dataset.route;
+  // The header's status is shown when it comes; a page waits for it only to pick its default
+  // period, when the address names none.
+  const status = ledgerStatus().catch(() => null);
+  status.then(showLedgerAsOf);
   const { page, params } = parseHash();
   const [title, render, periodic] = PAGES[page];
   for (const link of document.querySelectorAll('#nav a')) {
@@ -117,7 +121,7 @@ async function route() {
     else link.removeAttribute('aria-current');
   }
   document.title = `${title} · gpuledger`;
-  const period = periodOf(params);
+  const period = periodOf(params) || defaultPeriod((await status)?.built_through);
   const ctx = {
     params,
     period,
@@ -135,6 +139,7 @@ async function route() {
   } catch (error) {
     content.append(notice(error.message, 'error'));
   }
+  main.dataset.route = location.hash;
 }
 
 document.getElementById('sign-out').addEventListener('click', () => {

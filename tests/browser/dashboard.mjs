@@ -10,6 +10,7 @@ import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+import { topN } from '../../web/lib/top.js';
 
 const base = process.env.GPULEDGER_URL;
 const admin = process.env.ADMIN_TOKEN;
@@ -50,10 +51,11 @@ function watch(page, who) {
   page.on('pageerror', (error) => problems.push(`[${who} ${page.url()}] exception: ${error.message}`));
 }
 
-/** Opens a page of the dashboard and waits until every figure has loaded. */
+/** Opens a page of the dashboard and waits until it is drawn and every figure has loaded. */
 async function open(page, hash) {
   await page.goto(`${base}/#/${hash}`);
-  await page.locator('.page').waitFor();
+  // `main` names the route it shows once drawn, so a test never reads the page before.
+  await page.waitForFunction((route) => document.getElementById('main').dataset.route === route, `#/${hash}`);
   await page.waitForFunction(() => !document.querySelector('[aria-busy="true"], .loading'));
   // A missing value shows as a dash, never as the word a JavaScript null prints as.
   assert.ok(!/\bnull\b|undefined|NaN/.test(await page.locator('main').innerText()), `${hash} shows null, undefined or NaN`);
@@ -64,6 +66,19 @@ async function signIn(page, token) {
   await page.getByLabel('API token').fill(token);
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.locator('#who-text').waitFor();
+}
+
+/** How far the page is wider than the window, and the outermost elements that reach past it. */
+async function overflow(page) {
+  return page.evaluate(() => {
+    const width = window.innerWidth;
+    const past = [...document.querySelectorAll('body *')]
+      .filter((e) => e.getBoundingClientRect().right > width + 1 && !e.parentElement.closest('.table-wrap'))
+      .filter((e, _, all) => !all.includes(e.parentElement))
+      .slice(0, 5)
+      .map((e) => `${e.tagName.toLowerCase()}${e.id ? `#${e.id}` : ''}${e.className && typeof e.className === 'string' ? `.${e.className.split(' ').join('.')}` : ''} (${Math.round(e.getBoundingClientRect().right - width)}px)`);
+    return { wider: document.documentElement.scrollWidth - width, past };
+  });
 }
 
 let checks = 0;
@@ -102,11 +117,51 @@ try {
   const teamTotal = Number(await page.locator('[data-figure="team-total"]').getAttribute('data-value'));
   assert.ok(Math.abs(teamTotal - 69.0) < 1e-9, `team total ${teamTotal}`);
   // Teams 69.00 + unallocated 49.20 (reserved 9.60, unexplained 33.20, fault 6.40) = 118.20.
-  assert.equal(await page.locator('[data-figure="total"] .tile-value').textContent(), '118.20');
+  assert.equal(await page.locator('[data-figure="total"] .tile-value').textContent(), '$118.20');
   assert.match(await page.locator('[data-figure="balanced"]').textContent(), /^Balanced/);
   assert.deepEqual(await page.$$eval('#unallocated tbody [data-key="class"]', (cells) => cells.map((c) => c.dataset.value)),
     ['unexplained', 'reserved', 'fault']);
   await page.screenshot({ path: join(shots, 'overview.png'), fullPage: true });
+
+  // Every money figure carries its currency, with cents; no "-$0.00".
+  const moneyCells = await page.$$eval('#teams td[data-key$="_cost"], #unallocated td[data-key="cost"], #balance td.num',
+    (cells) => cells.map((c) => c.textContent));
+  assert.ok(moneyCells.length >= 15, `${moneyCells.length} money cells`);
+  for (const text of moneyCells) assert.match(text, /^(-?\$\d{1,3}(,\d{3})*\.\d{2}|—)$/, `money cell ${text}`);
+  assert.ok(!moneyCells.includes('-$0.00'));
+
+  // Cost over time, by team: one series per team of Spend by team, and the same totals.
+  const legend = () => page.$$eval('#cost-over-time .legend li', (items) => items.map((li) => [li.dataset.series, Number(li.dataset.total)]));
+  const byTeam = await legend();
+  assert.deepEqual(byTeam.map(([name]) => name), shown.map(([t]) => t));
+  for (const [name, total] of byTeam) {
+    const expected = shown.find(([t]) => t === name)[1];
+    assert.ok(Math.abs(total - expected) < 1e-9, `${name}: chart ${total}, team_costs ${expected}`);
+  }
+  assert.ok(await page.locator('#cost-over-time svg.chart rect.mark').count() >= 3);
+  // By namespace: the GPU-hour cost of allocated time, namespace by namespace.
+  await page.locator('#breakdown').selectOption('namespace');
+  await page.waitForURL(/by=namespace/);
+  // The page is drawn anew: wait for the namespace figure (its note says what it counts).
+  await page.waitForFunction(() => /GPU-hour cost/.test(document.querySelector('#cost-over-time .note')?.textContent || '')
+    && document.querySelector('#cost-over-time .legend li') && !document.querySelector('[aria-busy="true"], .loading'));
+  const byNamespace = await legend();
+  assert.notDeepEqual(byNamespace.map(([name]) => name), byTeam.map(([name]) => name));
+  assert.ok(byNamespace.length >= 1);
+  const namespaceTotal = byNamespace.reduce((sum, [, total]) => sum + total, 0);
+  assert.ok(namespaceTotal > 0 && namespaceTotal <= teamTotal + 1e-9, `namespaces ${namespaceTotal} of ${teamTotal}`);
+  assert.equal(await page.locator('#breakdown').inputValue(), 'namespace');
+  await open(page, `overview?${PERIOD}`);
+  ok('overview: money with currency; cost over time has one series per team with team_costs totals, and switches to namespaces');
+
+  // Opened without a period, a page shows the last 30 days that hold data: the worked example
+  // is 2026-11-02 alone, so 2026-10-04 to 2026-11-02, with its 118.20.
+  await open(page, 'overview');
+  assert.equal(await page.getByLabel('From').inputValue(), '2026-10-04');
+  assert.equal(await page.getByLabel('to', { exact: true }).inputValue(), '2026-11-02');
+  await page.locator('[data-figure="total"]').waitFor();
+  assert.equal(await page.locator('[data-figure="total"] .tile-value').textContent(), '$118.20');
+  ok('a page opened without a period shows the last 30 days that hold data');
 
   // Sorting: Total ascending, then descending.
   const order = () => page.$$eval('#teams tbody [data-key="team"]', (cells) => cells.map((c) => c.dataset.value));
@@ -122,8 +177,8 @@ try {
   await page.getByRole('button', { name: 'Show', exact: true }).click();
   await page.waitForURL(/from=2026-11-02&to=2026-11-03/);
   await page.locator('[data-figure="total"]').waitFor();
-  assert.equal(await page.locator('[data-figure="total"] .tile-value').textContent(), '118.20');
-  ok('overview: team totals equal POST /v1/sql of the linked query; 118.20 in all; balanced; sorts; the period picker');
+  assert.equal(await page.locator('[data-figure="total"] .tile-value').textContent(), '$118.20');
+  ok('overview: team totals equal POST /v1/sql of the linked query; $118.20 in all; balanced; sorts; the period picker');
 
   // "Show query" opens the SQL page on the same numbers; its CSV downloads.
   await page.locator('#teams .show-query').click();
@@ -135,6 +190,30 @@ try {
   assert.equal(text.trim().split('\n').length, 4);
   await page.screenshot({ path: join(shots, 'sql.png'), fullPage: true });
   ok('show query opens the SQL page with the same 3 rows; CSV downloads with a header and 3 rows');
+
+  // The SQL page lists the tables with their columns, and example queries that run.
+  await page.locator('#sql-schema [data-table="gpu_hours"]').waitFor();
+  const listed = await page.$$eval('#sql-schema [data-table]', (items) => items.map((li) => li.dataset.table));
+  for (const name of ['allocations', 'billing_lines', 'cost_entries', 'gpu_hours', 'gpu_samples', 'scheduler_events', 'token_usage']) {
+    assert.ok(listed.includes(name), `the schema lists ${name}: ${listed}`);
+  }
+  await page.locator('#sql-schema [data-table="gpu_hours"] summary').click();
+  const columns = await page.$$eval('#sql-schema [data-table="gpu_hours"] [data-column]', (items) => items.map((li) => li.dataset.column));
+  assert.ok(['hour', 'team', 'cost', 'unexplained_seconds'].every((c) => columns.includes(c)), `gpu_hours columns ${columns}`);
+  await page.locator('[data-example="Where idle money went"]').click();
+  await page.waitForURL(/idle_summary/);
+  // The page is drawn anew for the new address: wait for its editor and its result.
+  const ranQuery = (text) => page.waitForFunction((t) => document.querySelector('#sql-text')?.value.includes(t)
+    && document.querySelector('#sql-result [data-rows]'), text);
+  await ranQuery('idle_summary');
+  // The worked example's unexplained idle (33.20) is the largest class.
+  assert.equal(await page.locator('#sql-result tbody tr').first().locator('[data-key="class"]').getAttribute('data-value'), 'unexplained');
+  await page.locator('#sql-schema [data-table="cost_entries"] button').click();
+  await page.waitForURL(/FROM(%20|\+|%0A)cost_entries/);
+  await ranQuery('FROM cost_entries');
+  const costRows = Number(await page.locator('#sql-result [data-rows]').getAttribute('data-rows'));
+  assert.ok(costRows > 0, `SELECT * FROM cost_entries gave ${costRows} rows`);
+  ok('the SQL page lists every table with its columns; an example and a table name run their queries');
 
   // Idle: one day with data, and on it all five classes are non-zero: five bars.
   await open(page, `idle?${PERIOD}`);
@@ -159,13 +238,23 @@ try {
   await page.getByLabel('Node').fill('n2');
   await page.getByLabel('From').fill('2026-11-03T00:00:00Z');
   await page.getByLabel(/^To\b/).fill('2026-11-04T00:00:00Z');
-  await page.getByLabel('Reason').selectOption('maintenance');
+  await page.locator('#reservation-form-reason').selectOption('maintenance');
   await page.getByRole('button', { name: 'Create' }).click();
   await page.getByText('Created n2-maintenance.').waitFor();
   const reservation = await apiCall('/v1/objects/reservation/n2-maintenance');
   assert.equal(reservation.status, 200);
   assert.equal(reservation.body.spec.reason, 'maintenance');
   ok('a reservation created through the form is in GET /v1/objects/reservation/n2-maintenance');
+
+  // Reservations: one line per reason first (how many, on how many nodes), and a filter.
+  const reasons = await page.$$eval('#reservation-groups tbody tr', (rows) => rows.map((row) => [
+    row.querySelector('[data-key="reason"]').dataset.value, Number(row.querySelector('[data-key="count"]').dataset.value)]));
+  assert.ok(reasons.some(([reason, count]) => reason === 'maintenance' && count === 1), `by reason ${JSON.stringify(reasons)}`);
+  assert.ok(reasons.some(([reason]) => reason === 'warm_pool'), `by reason ${JSON.stringify(reasons)}`);
+  await page.getByLabel('Filter').fill('n2-maint');
+  assert.equal(await page.locator('#reservation-list [data-shown]').getAttribute('data-shown'), '1');
+  assert.deepEqual(await page.$$eval('#reservation-table tbody [data-key="name"]', (cells) => cells.map((c) => c.dataset.value)), ['n2-maintenance']);
+  ok('reservations are summed by reason and filter to what matches');
 
   // A budget made through the form is in the API.
   await open(page, 'budgets');
@@ -193,6 +282,50 @@ try {
   await page.screenshot({ path: join(shots, 'overview-budget.png'), fullPage: true });
   ok('the overview shows nlp at 4.07 % of its 1,000 budget for November');
 
+  // A team over budget: vision spent 23.064 in November against 18.4512, 125 %. Its meter is
+  // full and red; nlp's (4 %) is not.
+  const vision = await apiCall('/v1/budgets', { method: 'POST', body: { name: 'vision-monthly', spec: { team: 'vision', amount: 18.4512 } } });
+  assert.equal(vision.status, 201);
+  // The same address again is no navigation: reload, so the page reads the new budget.
+  await page.reload();
+  await open(page, `overview?${PERIOD}`);
+  const visionRow = page.locator('#teams tbody tr', { hasText: 'vision' });
+  const visionUsed = Number(await visionRow.locator('[data-key="percent_used"]').getAttribute('data-value'));
+  assert.ok(Math.abs(visionUsed - 1.25) < 1e-6, `vision used ${visionUsed}`);
+  const visionMeter = visionRow.locator('svg.meter');
+  assert.equal(await visionMeter.getAttribute('data-over'), 'true');
+  assert.equal(await visionMeter.locator('rect.meter-over').getAttribute('width'), '300');
+  const nlpMeter = page.locator('#teams tbody tr', { hasText: 'nlp' }).locator('svg.meter');
+  assert.equal(await nlpMeter.getAttribute('data-over'), 'false');
+  const nlpWidth = Number(await nlpMeter.locator('rect.meter-value').getAttribute('width'));
+  assert.ok(nlpWidth > 5 && nlpWidth < 20, `nlp meter ${nlpWidth} of 300`);
+  ok('a team at 125 % of its budget shows a full, red meter; one at 4 % a short one');
+
+  // Long lists: the training page and its chart show at most 20 workloads and one "other".
+  const many = Array.from({ length: 45 }, (_, i) => ({ workload: `w${i}`, cost: i + 1, gpu_hours: 2 }));
+  const cut = topN(many, { n: 20, by: 'cost', labelKey: 'workload', other: (count) => `${count} other workloads`, sums: ['cost', 'gpu_hours'] });
+  assert.equal(cut.length, 21);
+  assert.deepEqual([cut[0].workload, cut[19].workload], ['w44', 'w25']);
+  // The 25 others cost 1 + … + 25 = 325 and held 50 GPU-hours: the total stays 1,035.
+  assert.deepEqual([cut[20].workload, cut[20].cost, cut[20].gpu_hours, cut[20]._other], ['25 other workloads', 325, 50, true]);
+  assert.equal(cut.reduce((sum, r) => sum + r.cost, 0), (45 * 46) / 2);
+  ok('long lists keep the 20 largest and one "other" row whose figures sum the rest');
+
+  // At a laptop's 1366 px, no page is wider than the screen.
+  await page.setViewportSize({ width: 1366, height: 900 });
+  for (const hash of [`overview?${PERIOD}`, 'budgets', `training?${PERIOD}`, 'reservation', `idle?${PERIOD}`, `unit?${PERIOD}`]) {
+    await open(page, hash);
+    const { wider, past } = await overflow(page);
+    assert.ok(wider <= 0, `${hash} is ${wider}px wider than a 1366px screen: ${past.join(', ')}`);
+    // Nor does a table hide a column (a Delete button, a State) behind its own scroll bar.
+    const clipped = await page.$$eval('.table-wrap', (wraps) => wraps
+      .filter((w) => w.scrollWidth > w.clientWidth + 1)
+      .map((w) => `${w.closest('section')?.id || '?'}: ${w.scrollWidth - w.clientWidth}px`));
+    assert.deepEqual(clipped, [], `${hash}: tables wider than their card`);
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+  ok('no page or table overflows a 1366px-wide screen');
+
   // A team token sees its team only, and is not offered what covers every team.
   const teamPage = await context.newPage(); // a new tab: its own sessionStorage, so signed out
   watch(teamPage, 'nlp');
@@ -205,6 +338,13 @@ try {
   await open(teamPage, `sql?q=${encodeURIComponent('SELECT DISTINCT team FROM cost_entries WHERE team IS NOT NULL')}`);
   await teamPage.locator('#sql-result table').waitFor();
   assert.deepEqual(await teamPage.$$eval('#sql-result tbody td', (cells) => cells.map((c) => c.textContent)), ['nlp']);
+  // Its schema browser lists only what a team may read: tables with a team column, never the
+  // bill, raw telemetry or the quarantine.
+  await teamPage.locator('#sql-schema [data-table="cost_entries"]').waitFor();
+  const teamTables = await teamPage.$$eval('#sql-schema [data-table]', (items) => items.map((li) => li.dataset.table));
+  for (const hidden of ['billing_lines', 'gpu_samples', 'quarantine']) {
+    assert.ok(!teamTables.includes(hidden), `a team token's schema lists ${hidden}: ${teamTables}`);
+  }
   await open(teamPage, `idle?${PERIOD}`);
   assert.ok(!(await teamPage.locator('main').textContent()).includes('vision'));
   for (const hash of [`unit?${PERIOD}`, `training?${PERIOD}`, 'reports', 'budgets', 'value_mapping', 'reservation']) {
@@ -215,13 +355,15 @@ try {
   await teamPage.screenshot({ path: join(shots, 'overview-team-nlp.png'), fullPage: true });
   ok('a team token sees nlp only, in the overview and in its own SQL');
 
-  // A narrow screen: the overview still fits.
+  // A narrow screen: the pages still fit.
   await page.setViewportSize({ width: 390, height: 844 });
-  await open(page, `overview?${PERIOD}`);
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-  assert.ok(overflow <= 0, `the page is ${overflow}px wider than a phone`);
+  for (const hash of ['budgets', `training?${PERIOD}`, `overview?${PERIOD}`]) {
+    await open(page, hash);
+    const { wider, past } = await overflow(page);
+    assert.ok(wider <= 0, `${hash} is ${wider}px wider than a phone: ${past.join(', ')}`);
+  }
   await page.screenshot({ path: join(shots, 'overview-phone.png'), fullPage: true });
-  ok('the overview fits a 390px-wide screen');
+  ok('the overview, budgets and training pages fit a 390px-wide screen');
 
   assert.deepEqual(problems, []);
   ok('no console errors or exceptions on any page');

@@ -24,10 +24,11 @@ function ticks(max) {
 }
 
 /**
- * chart({labels, series: [{name, values}], kind: 'bar' | 'stacked' | 'line', unit, label})
- * `label` is the accessible name; `unit` a format kind for values ('money', 'number').
+ * chart({labels, series: [{name, values}], kind: 'bar' | 'stacked' | 'line', unit, label, legend})
+ * `label` is the accessible name; `unit` a format kind for values ('money', 'number'); the
+ * legend shows with two series or more, or always with `legend: true`.
  */
-export function chart({ labels, series, kind = 'bar', unit = 'number', label }) {
+export function chart({ labels, series, kind = 'bar', unit = 'number', label, legend: alwaysLegend = false }) {
   const plotW = W - M.left - M.right;
   const plotH = H - M.top - M.bottom;
   const totals = labels.map((_, i) => series.reduce((sum, se) => sum + Math.max(0, se.values[i] || 0), 0));
@@ -42,7 +43,7 @@ export function chart({ labels, series, kind = 'bar', unit = 'number', label }) 
 
   for (const t of axis) {
     marks.push(s('line', { x1: M.left, x2: W - M.right, y1: y(t), y2: y(t), class: 'grid' }));
-    marks.push(s('text', { x: M.left - 6, y: y(t) + 4, class: 'tick', 'text-anchor': 'end' }, format(t, unit === 'money' ? 'number' : unit)));
+    marks.push(s('text', { x: M.left - 6, y: y(t) + 4, class: 'tick', 'text-anchor': 'end' }, format(t, unit === 'money' ? 'money-axis' : 'number')));
   }
   // Label at most ~12 categories so that they never overlap.
   const every = Math.ceil(labels.length / 12);
@@ -82,20 +83,26 @@ export function chart({ labels, series, kind = 'bar', unit = 'number', label }) 
 
   const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': label, class: 'chart', preserveAspectRatio: 'xMidYMid meet' },
     s('title', {}, label), marks);
-  const legend = h('ul', { class: 'legend' }, series.map((se, k) => h('li', {},
-    h('span', { class: 'swatch', dataset: { color: k % PALETTE.length } }), se.name)));
-  return h('figure', { class: 'chart-box' }, svg, series.length > 1 ? legend : null);
+  // Each legend entry keeps its series' total in data-total, so a test or a reader can add up.
+  const legend = h('ul', { class: 'legend' }, series.map((se, k) => h('li', {
+    dataset: { series: se.name, total: String(se.values.reduce((sum, v) => sum + (v || 0), 0)) },
+  }, h('span', { class: 'swatch', dataset: { color: k % PALETTE.length } }), se.name)));
+  return h('figure', { class: 'chart-box' }, svg, series.length > 1 || alwaysLegend ? legend : null);
 }
 
-/** A horizontal meter: `value` of `of`, with markers (e.g. budget thresholds, in percent). */
+/**
+ * A horizontal meter of `value` against `of` (a budget), with markers (its thresholds, in
+ * percent). The track is the budget: spend past it fills the meter and turns it red, and a
+ * forecast past it reaches the end, so a team over budget never looks almost empty.
+ */
 export function meter({ value, of, forecast, markers = [], label }) {
   const width = 300;
-  const scale = Math.max(of, value, forecast || 0) * 1.05 || 1;
-  const x = (v) => (v / scale) * width;
-  return s('svg', { viewBox: `0 0 ${width} 18`, class: 'meter', role: 'img', 'aria-label': label },
+  const x = (v) => (of > 0 ? Math.min(1, Math.max(0, v) / of) : 1) * width;
+  const over = value > of;
+  return s('svg', { viewBox: `0 0 ${width} 18`, class: 'meter', role: 'img', 'aria-label': label, dataset: { over: String(over) } },
     s('title', {}, label),
     s('rect', { x: 0, y: 4, width, height: 10, class: 'meter-track' }),
     forecast ? s('rect', { x: 0, y: 4, width: x(forecast), height: 10, class: 'meter-forecast' }) : null,
-    s('rect', { x: 0, y: 4, width: x(value), height: 10, class: value > of ? 'meter-over' : 'meter-value' }),
-    markers.map((pct) => s('line', { x1: x((of * pct) / 100), x2: x((of * pct) / 100), y1: 0, y2: 18, class: 'meter-mark' })));
+    s('rect', { x: 0, y: 4, width: x(value), height: 10, class: over ? 'meter-over' : 'meter-value' }),
+    markers.filter((pct) => pct < 100).map((pct) => s('line', { x1: x((of * pct) / 100), x2: x((of * pct) / 100), y1: 0, y2: 18, class: 'meter-mark' })));
 }

@@ -15,19 +15,29 @@ function month(offset) {
   return { from: iso(start), to: iso(end) };
 }
 
-function lastDays(n) {
-  const today = iso(new Date());
-  return { from: addDays(today, 1 - n), to: addDays(today, 1) };
+/** The `n` days ending with `last` (today by default), both included. */
+function lastDays(n, last = iso(new Date())) {
+  return { from: addDays(last, 1 - n), to: addDays(last, 1) };
 }
 
-/** The period of the address, else this calendar month. Dates are checked, so safe in SQL. */
+/** The period of the address, or null when it names none. Dates are checked, so safe in SQL. */
 export function periodOf(params) {
   const from = params.get('from');
   const to = params.get('to');
   if (DAY.test(from || '') && DAY.test(to || '') && !Number.isNaN(utc(from)) && utc(from) < utc(to)) {
     return { from, to };
   }
-  return month(0);
+  return null;
+}
+
+/**
+ * The period a page opens on when the address names none: the last 30 days that hold data,
+ * ending with the latest day the ledger has built (today at the latest), so that the first screen
+ * is never an empty or one-day month; this calendar month when nothing is built yet.
+ */
+export function defaultPeriod(builtThrough, today = iso(new Date())) {
+  if (!DAY.test(builtThrough || '')) return month(0);
+  return lastDays(30, builtThrough < today ? builtThrough : today);
 }
 
 /** Days in the period, and of those, the days already past (for run-rate forecasts). */
@@ -67,6 +77,9 @@ export function picker(period, choose) {
     preset('This month', month(0)), preset('Last month', month(-1)),
     preset('Last 7 days', lastDays(7)), preset('Last 30 days', lastDays(30))));
 }
+
+/** A day as a chart axis shows it: `Nov 2`. */
+export const shortDay = (day) => utc(day).toLocaleDateString('en-US', { month: 'short', day: 'numeric', timeZone: 'UTC' });
 
 /** Each UTC day of the period, as YYYY-MM-DD (chart categories, with no gaps). */
 export function days({ from, to }) {

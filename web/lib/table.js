@@ -3,7 +3,7 @@
 
 import { h, format } from './dom.js';
 
-const NUMERIC = new Set(['money', 'number', 'decimal', 'int', 'percent']);
+const NUMERIC = new Set(['money', 'hours', 'number', 'decimal', 'int', 'percent']);
 
 function compare(a, b) {
   if (a === b) return 0;
@@ -39,6 +39,8 @@ export function table(rows, { columns, caption, actions, empty = 'No rows.' } = 
       cols.map((col) => h('td', {
         class: NUMERIC.has(col.format) ? 'num' : '',
         dataset: { key: col.key, value: row[col.key] ?? '' },
+        // A name cut with an ellipsis keeps its whole text on hover.
+        title: typeof row[col.key] === 'string' ? row[col.key] : undefined,
       }, col.render ? col.render(row) : format(row[col.key], col.format))),
       actions ? h('td', { class: 'actions' }, actions(row)) : null,
     )));

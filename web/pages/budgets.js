@@ -30,7 +30,7 @@ function specOf(values) {
 }
 
 /** Spend and forecast against the amount, with a mark at each threshold (default 50, 80, 100 %). */
-function statusMeter(status, thresholds = [50, 80, 100]) {
+export function statusMeter(status, thresholds = [50, 80, 100]) {
   if (!status) return '—';
   return meter({
     value: status.spend_to_date,

@@ -21,6 +21,8 @@ const RESERVATION = {
     { key: 'note', label: 'Note' },
   ],
   columns: ['cluster', 'node', 'gpu_indices', 'from', 'to', 'reason', 'note'],
+  // A fleet holds many: a line per reason first, with how many reservations and nodes it covers.
+  groupBy: 'reason',
   intro: 'GPUs held idle on purpose: their idle time is reserved:<reason>, shown apart from unexplained waste.',
 };
 
@@ -53,23 +55,60 @@ function page(def) {
     const list = h('div', { id: `${def.kind}-list` });
     const editor = h('div', { id: `${def.kind}-editor` });
     const base = `/v1/objects/${def.kind}`;
+    let allRows = [];
+    let shownMessage = null;
+    const filter = h('input', {
+      type: 'search', id: `${def.kind}-filter`, placeholder: 'name, node, reason…',
+      oninput: () => draw(),
+    });
+
+    /** One line per value of `def.groupBy`: how many objects, and on how many nodes. */
+    function groups(rows) {
+      const by = new Map();
+      for (const r of rows) {
+        const key = r[def.groupBy] ?? '—';
+        const group = by.get(key) || { [def.groupBy]: key, count: 0, nodes: new Set() };
+        group.count += 1;
+        if (r.node) group.nodes.add(`${r.cluster}/${r.node}`);
+        by.set(key, group);
+      }
+      return [...by.values()].map((g) => ({ ...g, nodes: g.nodes.size })).sort((a, b) => b.count - a.count);
+    }
 
     async function refresh(message) {
       const objects = await api(base);
-      const rows = objects.map((o) => ({ name: o.name, ...Object.fromEntries(def.columns.map((c) => [c, o.spec[c]])), _object: o }));
+      allRows = objects.map((o) => ({ name: o.name, ...Object.fromEntries(def.columns.map((c) => [c, o.spec[c]])), _object: o }));
+      shownMessage = message;
+      draw();
+    }
+
+    function draw() {
+      const needle = filter.value.trim().toLowerCase();
+      const rows = needle
+        ? allRows.filter((r) => [r.name, ...def.columns.map((c) => r[c])].some((v) => v != null && String(v).toLowerCase().includes(needle)))
+        : allRows;
       list.replaceChildren(...[
-        message ? notice(message) : null,
-        table(rows, {
+        shownMessage ? notice(shownMessage) : null,
+        def.groupBy && rows.length ? h('div', { id: `${def.kind}-groups` }, table(groups(rows), {
+          caption: `${def.noun}s by ${def.groupBy}`,
+          columns: [
+            { key: def.groupBy, label: def.groupBy.replace(/_/g, ' ') },
+            { key: 'count', label: `${def.noun}s`, format: 'int' },
+            { key: 'nodes', label: 'nodes', format: 'int' },
+          ],
+        })) : null,
+        needle ? h('p', { class: 'note', dataset: { shown: rows.length } }, `${rows.length} of ${allRows.length} ${def.noun}s match "${filter.value.trim()}".`) : null,
+        h('div', { id: `${def.kind}-table` }, table(rows, {
           caption: `${def.noun}s`,
           columns: [{ key: 'name', label: 'Name' }, ...def.columns.map((c) => ({
-            key: c, label: c.replace(/_/g, ' '), format: typeof rows[0]?.[c] === 'number' ? 'number' : undefined,
+            key: c, label: c.replace(/_/g, ' '), format: typeof rows[0]?.[c] === 'number' ? 'decimal' : undefined,
           }))],
           actions: canWrite ? (row) => [
             h('button', { type: 'button', class: 'small', onclick: () => edit(row._object) }, 'Edit', h('span', { class: 'sr-only' }, ` ${row.name}`)),
             h('button', { type: 'button', class: 'small danger', onclick: () => remove(row.name) }, 'Delete', h('span', { class: 'sr-only' }, ` ${row.name}`)),
           ] : undefined,
-          empty: `No ${def.noun}s yet.`,
-        }),
+          empty: needle ? `No ${def.noun}s match.` : `No ${def.noun}s yet.`,
+        })),
       ].filter(Boolean));
     }
 
@@ -112,6 +151,7 @@ function page(def) {
       h('p', { class: 'note' }, def.intro),
       canWrite ? h('button', { type: 'button', onclick: () => edit(null) }, `New ${def.noun}`) : h('p', { class: 'note' }, 'Changing these needs an admin token.'),
       editor,
+      h('p', { class: 'filter' }, h('label', { for: `${def.kind}-filter` }, 'Filter '), filter),
       list,
     ];
   };

@@ -26,7 +26,7 @@ function section(title, value) {
   } else if (value && typeof value === 'object' && !Array.isArray(value)) {
     body = h('div', {}, Object.entries(value).map(([k, v]) => (v && typeof v === 'object'
       ? section(k, v)
-      : h('p', { class: 'pair' }, h('span', { class: 'tile-label' }, `${k.replace(/_/g, ' ')}: `), format(v, typeof v === 'number' ? 'number' : undefined)))));
+      : h('p', { class: 'pair' }, h('span', { class: 'tile-label' }, `${k.replace(/_/g, ' ')}: `), format(v, typeof v === 'number' ? 'decimal' : undefined)))));
   } else {
     body = h('p', {}, format(value));
   }

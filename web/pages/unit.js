@@ -7,7 +7,7 @@ import { figure } from '../lib/figure.js';
 import { table } from '../lib/table.js';
 import { chart } from '../lib/chart.js';
 
-const byModelQuery = (period) =>
+export const byModelQuery = (period) =>
   `SELECT model,\n  sum(requests) AS requests,\n  sum(successful_slo_met_requests) AS slo_met_requests,\n` +
   `  sum(loaded_cost) AS cost,\n` +
   `  sum(loaded_cost) / nullif(CAST(sum(tokens_slo_met) AS DOUBLE), 0) * 1e6 AS cost_per_1m_slo_met_tokens,\n` +
