@@ -4,9 +4,10 @@
 //! - `lake_table.rs`: a landed table, its files listed by the catalog and pruned by time;
 //! - `system_tables.rs`: `system.files`, `system.ingest_batches`, `system.quarantine`, `system.report_runs`;
 //! - `udf/`: the ledger's SQL functions, one module each, registered by `udf::register_all`;
-//! - `table_functions/`: `team_costs`, `idle_summary`, `unit_economics`, `unit_economics_daily`,
+//! - `table_functions/`: `team_costs`, `idle_summary`, `recommendations`, `unit_economics`,
+//!   `unit_economics_daily`,
 //!   `training_economics`, `spot_savings`, `value_report`, `value_report_daily` (each
-//!   `(from, to)`), `inference_capacity` and `gpu_fit`; what they share in `support.rs`;
+//!   `(from, to)`), `inference_capacity`, `gpu_fit` and `budget_status(at)`; what they share in `support.rs`;
 //! - `session.rs`: the one place that builds a `SessionContext` with everything registered;
 //! - `scope.rs`: what a team-scoped session sees; `user_query.rs`: users' SQL, read-only and bounded;
 //! - `sandbox.rs`: the bounds a user's statement is checked against before planning, and the

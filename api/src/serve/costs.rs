@@ -1,6 +1,6 @@
 //! The cost endpoints: `/v1/costs` (GPU-hour costs by window and dimension, in the shape OpenCost
 //! users know from `/allocation`) and the ledger's table functions over a window — `/v1/idle`,
-//! `/v1/unit-economics`, `/v1/training-economics`, `/v1/spot-savings`, `/v1/value-report`.
+//! `/v1/recommendations`, `/v1/unit-economics`, `/v1/training-economics`, `/v1/spot-savings`, `/v1/value-report`.
 //! Everything reads through the token's session, so a team-scoped token sees its team's rows.
 
 use std::collections::BTreeMap;
@@ -39,6 +39,11 @@ struct Function {
 const IDLE_SUMMARY: Function = Function {
     name: "idle_summary",
     team_rows: false,
+    max_days: None,
+};
+const RECOMMENDATIONS: Function = Function {
+    name: "recommendations",
+    team_rows: true,
     max_days: None,
 };
 const UNIT_ECONOMICS: Function = Function {
@@ -388,6 +393,14 @@ table_function_endpoint!(
     /// team: a team-scoped token is refused (403).
     idle, "/v1/idle", IDLE_SUMMARY,
     "The rows of idle_summary(from, to) (docs/ledger.md)",
+    "A parameter is invalid: the detail names it"
+);
+table_function_endpoint!(
+    /// What could be reclaimed, one action per row with its money and owner
+    /// (`recommendations`): allocated-idle workloads and nodes with unexplained idle, largest
+    /// first. A team-scoped token gets its team's rows.
+    recommendations, "/v1/recommendations", RECOMMENDATIONS,
+    "The rows of recommendations(from, to) (docs/ledger.md)",
     "A parameter is invalid: the detail names it"
 );
 table_function_endpoint!(

@@ -211,6 +211,7 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(budgets::alerts))
         .routes(routes!(costs::costs))
         .routes(routes!(costs::idle))
+        .routes(routes!(costs::recommendations))
         .routes(routes!(costs::unit_economics))
         .routes(routes!(costs::training_economics))
         .routes(routes!(costs::spot_savings))
