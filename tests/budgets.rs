@@ -145,6 +145,39 @@ fn budgets_and_their_status_on_the_worked_example() {
         );
         assert_eq!(body["month"], "2026-12");
         assert_status(&body, 0.0, 0.0, 0.0, "ok", json!([]));
+        // The same statuses in SQL, every budget at once: budget_status(at).
+        let statuses = |token: &str| {
+            let (status, rows) = server.sql(
+                token,
+                "SELECT budget, coalesce(team, namespace, cost_center) AS watches, month, \
+                 round(spend_to_date, 6) AS spend, round(forecast, 6) AS forecast, \
+                 round(percent_used, 6) AS used, state, highest_threshold_crossed AS crossed \
+                 FROM budget_status('2026-11-03T00:00:00Z') ORDER BY budget",
+            );
+            assert_eq!(status, 200, "{rows}");
+            rows
+        };
+        assert_eq!(
+            statuses(&admin),
+            json!([
+                {"budget": "ml-namespace", "watches": "ml", "month": "2026-11", "spend": 30.0,
+                 "forecast": 450.0, "used": 60.0, "state": "warn", "crossed": 50.0},
+                {"budget": "nlp-monthly", "watches": "nlp", "month": "2026-11", "spend": 40.728,
+                 "forecast": 610.92, "used": 40.728, "state": "warn", "crossed": null},
+                {"budget": "vision-monthly", "watches": "vision", "month": "2026-11",
+                 "spend": 23.064, "forecast": 345.96, "used": 57.66, "state": "warn",
+                 "crossed": 50.0}])
+        );
+        // A team's token sees its team's budget only (a namespace budget belongs to no team).
+        assert_eq!(
+            statuses(&nlp)
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["budget"].as_str().unwrap())
+                .collect::<Vec<_>>(),
+            ["nlp-monthly"]
+        );
         let (status, body) = server.get(&admin, "/v1/budgets/nlp-monthly/status?at=tomorrow");
         assert_eq!(status, 400);
         assert!(

@@ -18,7 +18,8 @@ use datafusion::common::{JoinType, ScalarValue};
 use datafusion::functions_aggregate::expr_fn::{max, sum};
 use datafusion::logical_expr::{Expr, cast, col, lit};
 use datafusion::prelude::{DataFrame, SessionContext, coalesce};
-use gpuledger_ledger::budget::BudgetTarget;
+use chrono::{DateTime, Utc};
+use gpuledger_ledger::budget::{BudgetSpec, BudgetStatus, BudgetTarget, Month, status};
 
 use crate::QueryError;
 use crate::table_functions::no_money;
@@ -123,6 +124,27 @@ pub async fn budget_spend(
         }
     };
     single_sum(frame).await
+}
+
+/// A budget's status at `at`: its spend to date in the month of `at`, read through `ctx`, and
+/// the forecast at that rate over the hours the ledger holds ([`covered_until`]), so the same
+/// ledger gives the same forecast whenever it is asked. `None` for a spec without a single
+/// target. What `/v1/budgets/{name}/status` answers and `budget_status(at)` lists.
+pub async fn budget_status(
+    ctx: &SessionContext,
+    catalog: &gpuledger_lake::Catalog,
+    spec: &BudgetSpec,
+    at: DateTime<Utc>,
+) -> Result<Option<(Month, BudgetStatus)>, QueryError> {
+    let Some(target) = spec.target() else {
+        return Ok(None);
+    };
+    let month = Month::of(at);
+    let at = at.timestamp_micros();
+    let spend = budget_spend(ctx, &target, month.start, at).await?;
+    let covered = covered_until(catalog, &target, month.start, at).await?;
+    let figures = status(spec.amount, &spec.thresholds, &month, covered, spend);
+    Ok(Some((month, figures)))
 }
 
 /// The end of what the ledger holds of `target`'s measure in `[from, at)` (microseconds): `at`

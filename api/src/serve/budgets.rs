@@ -11,9 +11,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use datafusion::prelude::SessionContext;
 use gpuledger_lake::BudgetAlert;
 use gpuledger_lake::catalog::TypedObject;
-use gpuledger_ledger::budget::{BudgetSpec, BudgetState, Month, status};
+use gpuledger_ledger::budget::{BudgetSpec, BudgetState};
 use gpuledger_ledger::objects::{Object, ObjectKind};
-use gpuledger_query::spend::{budget_spend, covered_until};
+use gpuledger_query::spend;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -127,9 +127,7 @@ fn rounded(value: f64) -> f64 {
     (value * 1e6).round() / 1e6
 }
 
-/// The status of `budget` at `at`, its spend read through `ctx`; the forecast runs the
-/// spend on at its rate over the hours the ledger holds (`covered_until`), so the same ledger
-/// gives the same forecast whenever it is asked.
+/// The status of `budget` at `at`, its spend read through `ctx` (`spend::budget_status`).
 pub(super) async fn budget_status(
     state: &AppState,
     ctx: &SessionContext,
@@ -137,17 +135,14 @@ pub(super) async fn budget_status(
     at: DateTime<Utc>,
 ) -> Result<BudgetStatusView, ApiError> {
     let spec = &budget.spec;
-    let target = spec.target().ok_or_else(|| {
-        ApiError::Internal(format!(
-            "stored budget {} has no single target",
-            budget.name()
-        ))
-    })?;
-    let month = Month::of(at);
-    let at = at.timestamp_micros();
-    let spend = budget_spend(ctx, &target, month.start, at).await?;
-    let covered = covered_until(state.lake.catalog(), &target, month.start, at).await?;
-    let figures = status(spec.amount, &spec.thresholds, &month, covered, spend);
+    let (month, figures) = spend::budget_status(ctx, state.lake.catalog(), spec, at)
+        .await?
+        .ok_or_else(|| {
+            ApiError::Internal(format!(
+                "stored budget {} has no single target",
+                budget.name()
+            ))
+        })?;
     Ok(BudgetStatusView {
         budget: budget.name().to_string(),
         month: month.label,

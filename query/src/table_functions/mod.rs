@@ -1,12 +1,15 @@
 //! Table functions over the ledger for arbitrary windows, each in its own module:
-//! `team_costs(from, to)`, `idle_summary(from, to)`, `unit_economics(from, to)` and
+//! `team_costs(from, to)`, `idle_summary(from, to)`, `recommendations(from, to)`,
+//! `unit_economics(from, to)` and
 //! `unit_economics_daily(from, to)`, `training_economics(from, to)`, `spot_savings(from, to)`,
 //! `value_report(from, to)` and `value_report_daily(from, to)`,
-//! `inference_capacity(model, peak_rps, redundancy)` and `gpu_fit(gpus)`. `from` is inclusive and `to` exclusive;
+//! `inference_capacity(model, peak_rps, redundancy)`, `gpu_fit(gpus)` and `budget_status(at)`. `from` is inclusive and `to` exclusive;
 //! both take a date (`'2026-11-02'`), a timestamp or a timestamp string.
 
+mod budget_status;
 mod capacity;
 mod idle_summary;
+mod recommendations;
 mod spot_savings;
 mod support;
 mod team_costs;
@@ -19,8 +22,10 @@ use std::sync::Arc;
 use datafusion::datasource::TableProvider;
 use datafusion::prelude::SessionContext;
 
+pub use budget_status::BudgetStatusFunction;
 pub use capacity::{GpuFit, InferenceCapacity};
 pub use idle_summary::IdleSummary;
+pub use recommendations::Recommendations;
 pub use spot_savings::SpotSavings;
 pub use team_costs::TeamCosts;
 pub use training_economics::TrainingEconomics;
@@ -41,6 +46,18 @@ pub fn register_all(ctx: &SessionContext, sources: UnitEconomicsSources) {
     ctx.register_udtf(
         "idle_summary",
         Arc::new(IdleSummary {
+            gpu_hours: Arc::clone(&sources.gpu_hours),
+        }),
+    );
+    ctx.register_udtf(
+        "budget_status",
+        Arc::new(BudgetStatusFunction {
+            catalog: sources.catalog.clone(),
+        }),
+    );
+    ctx.register_udtf(
+        "recommendations",
+        Arc::new(Recommendations {
             gpu_hours: Arc::clone(&sources.gpu_hours),
         }),
     );

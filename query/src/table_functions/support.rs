@@ -24,24 +24,33 @@ use crate::error::to_df;
 
 /// The `(from, to)` arguments as UTC timestamps in microseconds.
 pub(super) fn window(name: &str, args: &TableFunctionArgs) -> DfResult<(ScalarValue, ScalarValue)> {
-    let target = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
     let exprs = args.exprs();
     if exprs.len() != 2 {
         return plan_err!("{name}(from, to) takes 2 arguments, got {}", exprs.len());
     }
-    let bound = |i: usize, which: &str| -> DfResult<ScalarValue> {
-        let Expr::Literal(value, _) = &exprs[i] else {
-            return plan_err!(
-                "{name}: '{which}' must be a date or timestamp literal, e.g. '2026-11-02'"
-            );
-        };
-        value.cast_to(&target).map_err(|_| {
-            DataFusionError::Plan(format!(
-                "{name}: '{which}' ({value}) is not a date or timestamp"
-            ))
-        })
+    Ok((
+        timestamp_arg(name, args, 0, "from")?,
+        timestamp_arg(name, args, 1, "to")?,
+    ))
+}
+
+/// Argument `i` (called `which`) as a UTC timestamp in microseconds: a date, a timestamp or a
+/// timestamp string literal.
+pub(super) fn timestamp_arg(
+    name: &str,
+    args: &TableFunctionArgs,
+    i: usize,
+    which: &str,
+) -> DfResult<ScalarValue> {
+    let target = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+    let Some(Expr::Literal(value, _)) = args.exprs().get(i) else {
+        return plan_err!("{name}: '{which}' must be a date or timestamp literal, e.g. '2026-11-02'");
     };
-    Ok((bound(0, "from")?, bound(1, "to")?))
+    value.cast_to(&target).map_err(|_| {
+        DataFusionError::Plan(format!(
+            "{name}: '{which}' ({value}) is not a date or timestamp"
+        ))
+    })
 }
 
 /// Zero in the lake's money type, for `coalesce` and `CASE` over money columns: a float zero
