@@ -58,29 +58,78 @@ fn check_json(report: &Value) {
             &json!("2026-11-09")
         )
     );
-    // n1's two H100s were down 20–22 h (fault); n2's L4 never faulted: 1 of 3 available.
+    // W45 cost 118.20 (docs/ledger.md). W44: vision 6 h × 1.60 = 9.60 direct + 6.40 of n1's
+    // 19.20 overhead (its share of the direct basis, 9.60 / 28.80) = 16.00; nlp 19.20 + 12.80 =
+    // 32.00; unexplained 48.00 (below): 96.00, n1's bill. +22.20 = +23.125 %. Per team, the largest
+    // change first: nlp 40.728 − 32 = 8.728 (+27.275 %), vision 23.064 − 16 = 7.064 (+44.15 %),
+    // unattributed 5.208 (nothing the week before).
+    assert_eq!(
+        report["summary"],
+        json!({"total_cost": 118.2, "previous_total_cost": 96.0, "change": 22.2,
+               "change_share": 0.23125,
+               "teams": [
+                   {"team": "nlp", "total_cost": 40.728, "previous_total_cost": 32.0,
+                    "change": 8.728, "change_share": 0.27275},
+                   {"team": "vision", "total_cost": 23.064, "previous_total_cost": 16.0,
+                    "change": 7.064, "change_share": 0.4415},
+                   {"team": "unattributed", "total_cost": 5.208, "previous_total_cost": 0.0,
+                    "change": 5.208, "change_share": null}]})
+    );
+    // recommendations(W45) as tests/sql/recommendations.slt works them out for the day, over the
+    // week's 7 days: n1 32.00 (4.571429 a day), ml/train 3.20 (0.457143), n2 1.20 (0.171429);
+    // 36.40 in all, the week's waste below.
+    let action = |kind: &str, owner: &str, node: Option<&str>, workload: Option<&str>,
+                  text: &str, hours: f64, cost: f64, per_day: f64| {
+        json!({"kind": kind, "owner": owner, "action": text, "cluster": "demo", "node": node,
+               "namespace": workload.map(|_| "ml"), "workload": workload, "gpu_hours": hours,
+               "cost": cost, "cost_per_day": per_day})
+    };
+    let node_action = |node: &str| {
+        format!("Find an owner for the idle GPUs of demo/{node}, reserve them for a reason, or release them")
+    };
+    assert_eq!(
+        report["recommendations"],
+        json!({"total_cost": 36.4, "count": 3,
+               "top": [
+                   action("unexplained_idle", "platform", Some("n1"), None, &node_action("n1"),
+                          20.0, 32.0, 4.571429),
+                   action("allocated_idle", "vision", None, Some("train"),
+                          "Release or right-size ml/train: allocated GPUs that sat idle",
+                          2.0, 3.2, 0.457143),
+                   action("unexplained_idle", "platform", Some("n2"), None, &node_action("n2"),
+                          1.0, 1.2, 0.171429)],
+               "query": "SELECT * FROM recommendations('2026-11-02', '2026-11-09') ORDER BY cost DESC, kind, cluster, node, namespace, workload"})
+    );
+    // n1's two H100s were down 20–22 h (fault); n2's L4 never faulted: 1 of 3 available. In
+    // GPU-hours: 3 × 168 = 504, of which 4 in fault: 500 available.
     assert_eq!(
         report["capacity"],
         json!({"total_gpus": 3, "available_gpus": 1, "faulty_gpus": 2, "maintenance_gpus": 0,
-               "fault_gpu_hours": 4.0,
+               "fault_gpu_hours": 4.0, "gpu_hours": 504.0, "available_gpu_hours": 500.0,
+               "maintenance_gpu_hours": 0.0,
                "by_model": [
                    {"gpu_model": "NVIDIA H100 80GB HBM3", "flavor": "on_demand", "gpus": 2,
-                    "available_gpus": 0, "faulty_gpus": 2, "maintenance_gpus": 0},
+                    "available_gpus": 0, "faulty_gpus": 2, "maintenance_gpus": 0,
+                    "gpu_hours": 336.0, "available_gpu_hours": 332.0, "fault_gpu_hours": 4.0,
+                    "maintenance_gpu_hours": 0.0},
                    {"gpu_model": "NVIDIA L4", "flavor": "on_demand", "gpus": 1,
-                    "available_gpus": 1, "faulty_gpus": 0, "maintenance_gpus": 0}]})
+                    "available_gpus": 1, "faulty_gpus": 0, "maintenance_gpus": 0,
+                    "gpu_hours": 168.0, "available_gpu_hours": 168.0, "fault_gpu_hours": 0.0,
+                    "maintenance_gpu_hours": 0.0}]})
     );
     // Allocated: vision 6 h + nlp 12 h + promo 1 h = 19; busy 19 − 2 h of allocated idle = 17.
     // SM active over allocated time with telemetry: (4 × 0.60 + 2 × 0.01 + 1 × 0.90) / 7 = 0.474286.
     // Power: every sample says 400 W; energy: n1 GPU 0 6 h × 400 W = 2,400 Wh, plus 10 Wh that its
     // last sample (05:59:30, standing for 2 min) puts in hour 06 (tests/sql/gpu_hours.slt), and n2
     // GPU 0 2 h × 400 W = 800 Wh: 3.21 kWh. No framebuffer fields in the example: memory is null.
-    // GPU cost: 118.20 − shared 39.00 = 79.20 (docs/ledger.md).
+    // GPU cost: 118.20 − shared 39.00 = 79.20 (docs/ledger.md). Busy cost 26.80 of the 30.00
+    // allocated GPUs cost: 0.893333.
     // Idle by class as in docs/ledger.md's table.
     assert_eq!(
         report["utilization"],
         json!({"allocated_gpu_hours": 19.0, "busy_gpu_hours": 17.0, "sm_active": 0.474286,
                "memory_used_share": null, "power_w_avg": 400.0, "energy_kwh": 3.21,
-               "gpu_cost": 79.2,
+               "gpu_cost": 79.2, "busy_cost_share": 0.893333,
                "idle": [
                    {"class": "allocated_idle", "gpu_hours": 2.0, "cost": 3.2},
                    {"class": "reserved:warm_pool", "gpu_hours": 6.0, "cost": 9.6},
@@ -152,50 +201,135 @@ fn check_json(report: &Value) {
     );
 }
 
-/// The figures a reader checks, as CSV rows (`week,section,item,metric,value`) and as HTML table
-/// cells: the same strings the JSON prints.
-const FIGURES: [(&str, &str, &str, &str); 10] = [
-    ("capacity", "", "total_gpus", "3"),
+/// The figures a reader checks, as CSV rows (`week,section,item,metric,value`, the strings the
+/// JSON prints) and as the HTML page's table of all figures prints them for people.
+const FIGURES: [(&str, &str, &str, &str, &str); 11] = [
+    ("summary", "nlp", "teams.change", "8.728", "$8.73"),
+    ("capacity", "", "total_gpus", "3", "3"),
     (
         "capacity",
         "on_demand / NVIDIA L4",
-        "by_model.available_gpus",
-        "1",
+        "by_model.available_gpu_hours",
+        "168.0",
+        "168.0",
     ),
-    ("utilization", "unexplained", "idle.cost", "33.2"),
-    ("queue", "", "wait_p95_seconds", "870.0"),
-    ("training", "", "cost", "9.6"),
+    ("utilization", "unexplained", "idle.cost", "33.2", "$33.20"),
+    ("queue", "", "wait_p95_seconds", "870.0", "14.5 min"),
+    ("training", "", "cost", "9.6", "$9.60"),
     (
         "inference",
         "llama-3-8b",
         "models.week.cost_per_1m_slo_met_tokens",
         "2697.218543",
+        "$2,697.22",
     ),
     (
         "inference",
         "llama-3-8b",
         "models.previous_week.cost_per_1m_slo_met_tokens",
         "16000.0",
+        "$16,000.00",
     ),
-    ("tenants", "nlp", "teams.total_cost", "40.728"),
-    ("optimization", "", "reclaimed_cost", "11.6"),
-    ("balance", "", "accounted", "118.2"),
+    ("tenants", "nlp", "teams.total_cost", "40.728", "$40.73"),
+    ("optimization", "", "reclaimed_cost", "11.6", "$11.60"),
+    ("balance", "", "accounted", "118.2", "$118.20"),
 ];
 
 fn check_csv(csv: &str) {
     assert!(csv.starts_with("week,section,item,metric,value\n"), "{csv}");
-    for (section, item, metric, value) in FIGURES {
+    for (section, item, metric, value, _) in FIGURES {
         let line = format!("2026-W45,{section},{item},{metric},{value}");
         assert!(csv.lines().any(|l| l == line), "{line} not in\n{csv}");
     }
 }
 
-fn check_html(html: &str) {
-    for (_, item, metric, value) in FIGURES {
+/// An amount as the page prints it (`$1,234.56`, `-$3.20`) in cents.
+fn printed_cents(amount: &str) -> i64 {
+    let negative = amount.starts_with('-');
+    let digits: String = amount.chars().filter(|c| c.is_ascii_digit()).collect();
+    assert!(
+        amount.trim_start_matches('-').starts_with('$') && amount.contains('.'),
+        "{amount} is not an amount"
+    );
+    let cents: i64 = digits.parse().unwrap();
+    if negative { -cents } else { cents }
+}
+
+/// The text of every element that opens with `open` (up to its closing `close`) in `within`.
+fn texts<'a>(within: &'a str, open: &str, close: &str) -> Vec<&'a str> {
+    within
+        .split(open)
+        .skip(1)
+        .map(|s| &s[..s.find(close).unwrap()])
+        .collect()
+}
+
+fn check_html(html: &str, csv: &str) {
+    for (_, item, metric, _, value) in FIGURES {
         let cells = format!("<td>{item}</td><td>{metric}</td><td class=\"n\">{value}</td>");
         assert!(html.contains(&cells), "{cells} not in the page");
     }
-    assert!(html.contains("difference 0.0 (balanced)"));
+    assert!(html.contains("difference $0.00 (balanced)"));
+    // The summary paragraph: the week against the week before, per team, largest change first.
+    assert!(
+        html.contains(
+            "<p id=\"summary\">The week cost $118.20, ▲ $22.20 (+23.1%) against the week before \
+             ($96.00). Biggest movers: nlp ▲ $8.73 (+27.3%), vision ▲ $7.06 (+44.2%), unattributed \
+             ▲ $5.21 (new)."
+        ),
+        "{html}"
+    );
+    // Every money figure of the data (CSV rows whose metric is an amount) prints with currency.
+    let money_metric = |metric: &str| {
+        let name = metric.rsplit('.').next().unwrap();
+        name.contains("cost")
+            || ["budget", "billed", "manual", "rate_card", "expected", "accounted", "difference"]
+                .contains(&name)
+    };
+    let mut checked = 0;
+    for line in csv.lines().skip(1) {
+        let row: Vec<&str> = line.splitn(5, ',').collect();
+        let (section, item, metric, value) = (row[1], row[2], row[3], row[4]);
+        if !money_metric(metric) || value.is_empty() || item.contains('"') {
+            continue;
+        }
+        let table = &html[html.find(&format!("<table id=\"figures-{section}\"")).unwrap()..];
+        let table = &table[..table.find("</table>").unwrap()];
+        let cell = format!("<td>{item}</td><td>{metric}</td><td class=\"n\">");
+        let at = table.find(&cell).unwrap_or_else(|| panic!("{cell} not in {section}")) + cell.len();
+        let printed = &table[at..at + table[at..].find("</td>").unwrap()];
+        let exact: f64 = value.parse().unwrap();
+        assert_eq!(printed_cents(printed), (exact * 100.0).round() as i64, "{metric} of {item}");
+        checked += 1;
+    }
+    assert!(checked > 30, "{checked} money figures checked");
+    // Sections come sorted by size: teams by total, idle classes by cost.
+    let order = |table: &str, names: &[&str]| {
+        let table = &html[html.find(&format!("<table id=\"{table}\"")).unwrap()..];
+        let table = &table[..table.find("</table>").unwrap()];
+        let at: Vec<usize> = names
+            .iter()
+            .map(|n| table.find(&format!("<tr><td>{n}</td>")).unwrap())
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{table}: {names:?}");
+    };
+    order("teams-table", &["nlp", "vision", "unattributed"]);
+    order(
+        "idle-table",
+        &["unexplained", "reserved:warm_pool", "fault", "allocated_idle"],
+    );
+    // The recommended actions add up to the amount the page claims for them.
+    let list = &html[html.find("<ol class=\"actions\"").unwrap()..];
+    let list = &list[..list.find("</ol>").unwrap()];
+    let amounts = texts(list, "<b class=\"money\">", "</b>");
+    assert_eq!(amounts, ["$32.00", "$3.20", "$1.20"]);
+    let claim = texts(html, "<p id=\"recommendations-total\">", "</p>")[0];
+    assert_eq!(claim, "These 3 actions: $36.40.");
+    let claimed = claim.rsplit(' ').next().unwrap().trim_end_matches('.');
+    assert_eq!(
+        amounts.iter().map(|a| printed_cents(a)).sum::<i64>(),
+        printed_cents(claimed)
+    );
     assert_eq!(html.matches("<svg").count(), 4);
     assert!(
         !html.contains("<script") && !html.contains("://"),
@@ -225,9 +359,9 @@ fn the_weekly_report_has_every_sections_figures_in_every_format() {
             .collect::<Vec<_>>(),
         );
         let html = std::fs::read_to_string(&html_path).unwrap();
-        check_html(&html);
+        check_html(&html, &csv);
         let md = String::from_utf8(report(&ledger, "md")).unwrap();
-        assert!(md.contains("| nlp | teams.total_cost | 40.728 |"), "{md}");
+        assert!(md.contains("| nlp | teams.total_cost | $40.73 |"), "{md}");
         if i == 0 {
             renders_in_chromium(&html_path);
             rest_matches_the_cli(&ledger, &json, &csv, &html);
@@ -420,7 +554,8 @@ fn renders_in_chromium(page: &Path) {
     assert_eq!(dom.matches("<svg").count(), 4, "{dom}");
     assert!(dom.matches("<rect").count() >= 8, "bars and legends drawn");
     assert!(
-        dom.contains("<span>accounted</span><b>$118.20</b>") && dom.contains("<b>3</b>"),
+        dom.contains("<span>accounted</span><b>$118.20</b>")
+            && dom.contains("<span>GPU-hours available</span><b>500.0</b>"),
         "totals: {dom}"
     );
     let stderr = String::from_utf8_lossy(&out.stderr);

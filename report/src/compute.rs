@@ -19,6 +19,7 @@ use crate::model::*;
 use crate::week::IsoWeek;
 
 const WEEK_SECONDS: f64 = 7.0 * 86_400.0;
+const WEEK_HOURS: f64 = WEEK_SECONDS / 3600.0;
 
 /// The report of `week` over `lake`, with `limits` for the tenants section.
 pub async fn weekly_report(
@@ -36,6 +37,13 @@ pub async fn weekly_report(
     let previous_idle = idle_classes(&ctx, &previous).await?;
     let b = balance(lake, &declared, week.span()).await?;
     let warnings = no_data(&utilization, &b, &w).into_iter().collect();
+    let tenants = tenants(&ctx, &w, week, limits).await?;
+    let summary = summary(
+        &tenants.teams,
+        &team_totals(&ctx, &previous).await?,
+        &utilization.idle,
+        &previous_idle,
+    );
     Ok(WeeklyReport {
         schema_version: SCHEMA_VERSION,
         week: week.to_string(),
@@ -43,11 +51,13 @@ pub async fn weekly_report(
         to: w.to.clone(),
         currency: "USD".into(),
         warnings,
+        summary,
+        recommendations: recommendations(&ctx, &w).await?,
         capacity: capacity(&ctx, &w, &declared).await?,
         queue: queue(&ctx, &w).await?,
         training: training(&ctx, &w).await?,
         inference: inference(&this_ue, &previous_ue),
-        tenants: tenants(&ctx, &w, week, limits).await?,
+        tenants,
         optimization: optimization(
             &ctx,
             &w,
@@ -152,29 +162,25 @@ async fn capacity(ctx: &SessionContext, w: &Window, declared: &Declared) -> Resu
         ),
     )
     .await?;
-    // The fleet: every declared GPU, and every GPU the ledger saw in the week.
+    // The fleet: every declared GPU, and every GPU the ledger saw in the week, with its fault
+    // and maintenance seconds.
     type Key = (String, String, i32);
-    let mut gpus: BTreeMap<Key, (bool, bool)> = BTreeMap::new();
+    let mut gpus: BTreeMap<Key, (f64, f64)> = BTreeMap::new();
     for node in &declared.nodes {
         for index in 0..node.gpu_count as i32 {
-            gpus.insert(
-                (node.cluster.clone(), node.node.clone(), index),
-                (false, false),
-            );
+            gpus.insert((node.cluster.clone(), node.node.clone(), index), (0.0, 0.0));
         }
     }
-    let mut fault_seconds = 0.0;
     for g in &seen {
-        fault_seconds += g.fault_seconds;
         let key = (
             g.cluster.clone().unwrap_or_default(),
             g.node.clone().unwrap_or_default(),
             g.gpu_index,
         );
-        gpus.insert(key, (g.fault_seconds > 0.0, g.maintenance_seconds > 0.0));
+        gpus.insert(key, (g.fault_seconds, g.maintenance_seconds));
     }
     let mut groups: BTreeMap<(String, String), CapacityGroup> = BTreeMap::new();
-    for ((cluster, node, _), (faulty, maintenance)) in &gpus {
+    for ((cluster, node, _), (fault_seconds, maintenance_seconds)) in &gpus {
         let declared_node = declared
             .nodes
             .iter()
@@ -195,20 +201,41 @@ async fn capacity(ctx: &SessionContext, w: &Window, declared: &Declared) -> Resu
                 available_gpus: 0,
                 faulty_gpus: 0,
                 maintenance_gpus: 0,
+                gpu_hours: 0.0,
+                available_gpu_hours: 0.0,
+                fault_gpu_hours: 0.0,
+                maintenance_gpu_hours: 0.0,
             });
+        let (faulty, maintenance) = (*fault_seconds > 0.0, *maintenance_seconds > 0.0);
         group.gpus += 1;
-        group.faulty_gpus += u64::from(*faulty);
-        group.maintenance_gpus += u64::from(*maintenance && !faulty);
+        group.faulty_gpus += u64::from(faulty);
+        group.maintenance_gpus += u64::from(maintenance && !faulty);
         group.available_gpus += u64::from(!faulty && !maintenance);
+        group.gpu_hours += WEEK_HOURS;
+        group.fault_gpu_hours += fault_seconds / 3600.0;
+        group.maintenance_gpu_hours += maintenance_seconds / 3600.0;
     }
-    let by_model: Vec<CapacityGroup> = groups.into_values().collect();
-    let total = |f: fn(&CapacityGroup) -> u64| by_model.iter().map(f).sum();
+    let by_model: Vec<CapacityGroup> = groups
+        .into_values()
+        .map(|g| CapacityGroup {
+            available_gpu_hours: r6(g.gpu_hours - g.fault_gpu_hours - g.maintenance_gpu_hours),
+            gpu_hours: r6(g.gpu_hours),
+            fault_gpu_hours: r6(g.fault_gpu_hours),
+            maintenance_gpu_hours: r6(g.maintenance_gpu_hours),
+            ..g
+        })
+        .collect();
+    let count = |f: fn(&CapacityGroup) -> u64| by_model.iter().map(f).sum();
+    let hours = |f: fn(&CapacityGroup) -> f64| r6(by_model.iter().map(f).sum());
     Ok(Capacity {
-        total_gpus: total(|g| g.gpus),
-        available_gpus: total(|g| g.available_gpus),
-        faulty_gpus: total(|g| g.faulty_gpus),
-        maintenance_gpus: total(|g| g.maintenance_gpus),
-        fault_gpu_hours: r6(fault_seconds / 3600.0),
+        total_gpus: count(|g| g.gpus),
+        available_gpus: count(|g| g.available_gpus),
+        faulty_gpus: count(|g| g.faulty_gpus),
+        maintenance_gpus: count(|g| g.maintenance_gpus),
+        fault_gpu_hours: hours(|g| g.fault_gpu_hours),
+        gpu_hours: hours(|g| g.gpu_hours),
+        available_gpu_hours: hours(|g| g.available_gpu_hours),
+        maintenance_gpu_hours: hours(|g| g.maintenance_gpu_hours),
         by_model,
     })
 }
@@ -260,6 +287,8 @@ async fn utilization(ctx: &SessionContext, w: &Window) -> Result<Utilization> {
         sm_active: Option<f64>,
         energy_wh: Option<f64>,
         cost: Option<f64>,
+        busy_cost: Option<f64>,
+        allocated_idle_cost: Option<f64>,
     }
     let h: Hours = row(
         ctx,
@@ -268,7 +297,8 @@ async fn utilization(ctx: &SessionContext, w: &Window) -> Result<Utilization> {
                     sum(CASE WHEN alloc_seconds > 0 THEN sm_active * alloc_seconds END)
                         / sum(CASE WHEN alloc_seconds > 0 AND sm_active IS NOT NULL THEN alloc_seconds END)
                         AS sm_active,
-                    sum(energy_wh) AS energy_wh, sum(cost) AS cost
+                    sum(energy_wh) AS energy_wh, sum(cost) AS cost, sum(cost_busy) AS busy_cost,
+                    sum(cost_allocated_idle) AS allocated_idle_cost
              FROM gpu_hours WHERE {}",
             w.filter("hour")
         ),
@@ -297,6 +327,11 @@ async fn utilization(ctx: &SessionContext, w: &Window) -> Result<Utilization> {
         power_w_avg: opt(s.power),
         energy_kwh: r6(h.energy_wh.unwrap_or(0.0) / 1000.0),
         gpu_cost: r6(h.cost.unwrap_or(0.0)),
+        busy_cost_share: {
+            let busy = h.busy_cost.unwrap_or(0.0);
+            let allocated = busy + h.allocated_idle_cost.unwrap_or(0.0);
+            (allocated > 0.0).then(|| r6(busy / allocated))
+        },
         idle: idle_classes(ctx, w).await?,
     })
 }
@@ -536,7 +571,6 @@ async fn tenants(
         .find(|t| t.team == "unattributed")
         .and_then(|t| t.total)
         .unwrap_or(0.0);
-    let week_hours = WEEK_SECONDS / 3600.0;
     Ok(Tenants {
         limits: if limits.teams.is_empty() {
             "not configured".into()
@@ -563,7 +597,7 @@ async fn tenants(
                     quota_gpus: quota,
                     quota_used_share: quota
                         .filter(|q| *q > 0.0)
-                        .map(|q| r6(gpu_hours / (q * week_hours))),
+                        .map(|q| r6(gpu_hours / (q * WEEK_HOURS))),
                     team: t.team,
                 }
             })
@@ -580,6 +614,121 @@ async fn tenants(
                 })
                 .collect(),
         },
+    })
+}
+
+/// Each team's total cost in a window.
+async fn team_totals(ctx: &SessionContext, w: &Window) -> Result<BTreeMap<String, f64>> {
+    #[derive(Deserialize)]
+    struct Team {
+        team: String,
+        total: Option<f64>,
+    }
+    let teams: Vec<Team> = rows(
+        ctx,
+        &format!(
+            "SELECT team, total_cost AS total FROM team_costs({})",
+            w.args()
+        ),
+    )
+    .await?;
+    Ok(teams
+        .into_iter()
+        .map(|t| (t.team, t.total.unwrap_or(0.0)))
+        .collect())
+}
+
+/// The cost of GPU time no team held: every idle class but allocated idle.
+fn unallocated(classes: &[IdleClass]) -> f64 {
+    classes
+        .iter()
+        .filter(|c| c.class != "allocated_idle")
+        .map(|c| c.cost)
+        .sum()
+}
+
+/// `change` over `previous`, or null when there was nothing before.
+fn share_of(change: f64, previous: f64) -> Option<f64> {
+    (previous != 0.0).then(|| r6(change / previous))
+}
+
+/// The week against the week before: the whole and per team, the largest change first.
+fn summary(
+    teams: &[TeamRow],
+    previous_teams: &BTreeMap<String, f64>,
+    idle: &[IdleClass],
+    previous_idle: &[IdleClass],
+) -> Summary {
+    let mut changes: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+    for t in teams {
+        changes.entry(&t.team).or_default().0 = t.total_cost;
+    }
+    for (team, total) in previous_teams {
+        changes.entry(team).or_default().1 = *total;
+    }
+    let mut teams: Vec<TeamChange> = changes
+        .into_iter()
+        .map(|(team, (total, previous))| TeamChange {
+            team: team.to_string(),
+            total_cost: r6(total),
+            previous_total_cost: r6(previous),
+            change: r6(total - previous),
+            change_share: share_of(total - previous, previous),
+        })
+        .collect();
+    teams.sort_by(|a, b| b.change.abs().total_cmp(&a.change.abs()));
+    let total = teams.iter().map(|t| t.total_cost).sum::<f64>() + unallocated(idle);
+    let previous = teams.iter().map(|t| t.previous_total_cost).sum::<f64>()
+        + unallocated(previous_idle);
+    Summary {
+        total_cost: r6(total),
+        previous_total_cost: r6(previous),
+        change: r6(total - previous),
+        change_share: share_of(total - previous, previous),
+        teams,
+    }
+}
+
+/// The week's actions, largest first (`recommendations(from, to)`).
+async fn recommendations(ctx: &SessionContext, w: &Window) -> Result<Recommendations> {
+    #[derive(Deserialize)]
+    struct Row {
+        kind: String,
+        team: Option<String>,
+        action: String,
+        cluster: Option<String>,
+        node: Option<String>,
+        namespace: Option<String>,
+        workload: Option<String>,
+        gpu_hours: Option<f64>,
+        cost: Option<f64>,
+        cost_per_day: Option<f64>,
+    }
+    let query = format!(
+        "SELECT * FROM recommendations({}) ORDER BY cost DESC, kind, cluster, node, namespace, workload",
+        w.args()
+    );
+    let all: Vec<Row> = rows(ctx, &query).await?;
+    Ok(Recommendations {
+        total_cost: r6(all.iter().filter_map(|r| r.cost).sum()),
+        count: all.len() as u64,
+        top: all
+            .into_iter()
+            .take(TOP_RECOMMENDATIONS)
+            .map(|r| Recommendation {
+                kind: r.kind,
+                owner: r.team.unwrap_or_else(|| "platform".into()),
+                action: r.action,
+                cluster: r.cluster,
+                node: r.node,
+                namespace: r.namespace,
+                workload: r.workload,
+                gpu_hours: r6(r.gpu_hours.unwrap_or(0.0)),
+                cost: r6(r.cost.unwrap_or(0.0)),
+                cost_per_day: r6(r.cost_per_day.unwrap_or(0.0)),
+            })
+            .collect(),
+        query,
     })
 }
 

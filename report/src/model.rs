@@ -22,6 +22,10 @@ pub struct WeeklyReport {
     /// What a reader must know before the figures, e.g. that the week has no data at all (an
     /// empty report must not read as a quiet, balanced week).
     pub warnings: Vec<String>,
+    /// The week in a paragraph: its cost beside the week before's, per team.
+    pub summary: Summary,
+    /// What could be reclaimed, as actions with owners (`recommendations(from, to)`).
+    pub recommendations: Recommendations,
     pub capacity: Capacity,
     pub utilization: Utilization,
     pub queue: Queue,
@@ -30,6 +34,62 @@ pub struct WeeklyReport {
     pub tenants: Tenants,
     pub optimization: Optimization,
     pub balance: Balance,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    /// Everything the week cost: the teams' totals and unallocated GPU time (reserved,
+    /// unexplained, fault), i.e. the ledger's accounted side.
+    pub total_cost: f64,
+    pub previous_total_cost: f64,
+    /// total_cost − previous_total_cost.
+    pub change: f64,
+    /// change / previous_total_cost; null when the week before cost nothing.
+    pub change_share: Option<f64>,
+    /// Every team of either week, the largest change (either way) first.
+    pub teams: Vec<TeamChange>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TeamChange {
+    pub team: String,
+    pub total_cost: f64,
+    pub previous_total_cost: f64,
+    pub change: f64,
+    /// change / previous_total_cost; null for a team that cost nothing the week before.
+    pub change_share: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Recommendations {
+    /// What every action of the week stands for: its waste (allocated idle + unexplained), the
+    /// same figure as `optimization.waste_cost`.
+    pub total_cost: f64,
+    /// How many actions there are in all.
+    pub count: u64,
+    /// The largest actions, at most [`TOP_RECOMMENDATIONS`].
+    pub top: Vec<Recommendation>,
+    /// The SQL that lists them all.
+    pub query: String,
+}
+
+/// How many actions the report lists.
+pub const TOP_RECOMMENDATIONS: usize = 5;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Recommendation {
+    /// `allocated_idle` (a workload) or `unexplained_idle` (a node).
+    pub kind: String,
+    /// Who acts: the workload's team, or `platform` for a node's idle GPUs, which no team holds.
+    pub owner: String,
+    pub action: String,
+    pub cluster: Option<String>,
+    pub node: Option<String>,
+    pub namespace: Option<String>,
+    pub workload: Option<String>,
+    pub gpu_hours: f64,
+    pub cost: f64,
+    pub cost_per_day: f64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -42,6 +102,11 @@ pub struct Capacity {
     /// GPUs with any time reserved for `maintenance`.
     pub maintenance_gpus: u64,
     pub fault_gpu_hours: f64,
+    /// Every GPU for every hour of the week.
+    pub gpu_hours: f64,
+    /// gpu_hours − fault − maintenance: what the fleet could run.
+    pub available_gpu_hours: f64,
+    pub maintenance_gpu_hours: f64,
     pub by_model: Vec<CapacityGroup>,
 }
 
@@ -54,6 +119,10 @@ pub struct CapacityGroup {
     pub available_gpus: u64,
     pub faulty_gpus: u64,
     pub maintenance_gpus: u64,
+    pub gpu_hours: f64,
+    pub available_gpu_hours: f64,
+    pub fault_gpu_hours: f64,
+    pub maintenance_gpu_hours: f64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -68,6 +137,9 @@ pub struct Utilization {
     pub energy_kwh: f64,
     /// The cost of all GPU time in the week.
     pub gpu_cost: f64,
+    /// Efficiency: busy cost / (busy + allocated idle cost), the share of allocated GPU money
+    /// that did work; null without allocated time.
+    pub busy_cost_share: Option<f64>,
     /// `allocated_idle`, `reserved:<reason>` for each reason, `unexplained`, `fault`.
     pub idle: Vec<IdleClass>,
 }
