@@ -154,6 +154,17 @@ try {
   await open(page, `overview?${PERIOD}`);
   ok('overview: money with currency; cost over time has one series per team with team_costs totals, and switches to namespaces');
 
+  // Recommended actions (recommendations(from, to)): n1's unexplained idle 32.00, vision's idle
+  // allocation 3.20, n2's unexplained idle 1.20; 36.40 in all, the period's waste.
+  const actions = await page.$$eval('#recommendations tbody tr', (rows) => rows.map((row) => [
+    row.querySelector('[data-key="owner"]').dataset.value, Number(row.querySelector('[data-key="cost"]').dataset.value)]));
+  assert.deepEqual(actions.map(([owner, cost]) => [owner, Math.round(cost * 100) / 100]),
+    [['platform', 32], ['vision', 3.2], ['platform', 1.2]]);
+  const reclaimable = Number(await page.locator('[data-figure="recommendations-total"]').getAttribute('data-value'));
+  assert.ok(Math.abs(reclaimable - 36.4) < 1e-9, `recommendations total ${reclaimable}`);
+  assert.equal(await page.locator('[data-figure="recommendations-total"]').textContent(), '3 actions, $36.40 in this period.');
+  ok('overview: the recommended actions, with owners, add up to the period\'s waste');
+
   // Opened without a period, a page shows the last 30 days that hold data: the worked example
   // is 2026-11-02 alone, so 2026-10-04 to 2026-11-02, with its 118.20.
   await open(page, 'overview');
@@ -221,6 +232,32 @@ try {
   assert.equal(await page.locator('#idle-nodes tbody tr').count(), 2); // n1 and n2 had unexplained idle
   await page.screenshot({ path: join(shots, 'idle.png'), fullPage: true });
   ok('idle chart renders five stacked bars for 2026-11-02; two nodes with unexplained idle');
+
+  // The weekly report page shows the server's report for people. The worked example is week
+  // 2026-W45 and nothing came before it: every team is new.
+  await open(page, 'reports?week=2026-W45');
+  const summary = await page.locator('.report-body #summary').textContent();
+  assert.ok(summary.startsWith('The week cost $118.20, ▲ $118.20 (new) against the week before ($0.00). '
+    + 'Biggest movers: nlp ▲ $40.73 (new), vision ▲ $23.06 (new), unattributed ▲ $5.21 (new).'), summary);
+  // Its tables: teams largest first, every amount with its currency.
+  const teamRows = await page.$$eval('.report-body #teams-table tbody tr', (rows) => rows.map((row) => [...row.cells].map((c) => c.textContent)));
+  assert.deepEqual(teamRows.map((r) => r[0]), ['nlp', 'vision', 'unattributed']);
+  for (const row of teamRows) for (const amount of row.slice(2, 6)) assert.match(amount, /^-?\$\d{1,3}(,\d{3})*\.\d{2}$/, `amount ${amount}`);
+  // Its actions add up to what it claims for them.
+  const reportActions = await page.$$eval('.report-body #recommendations b.money', (items) => items.map((b) => b.textContent));
+  assert.deepEqual(reportActions, ['$32.00', '$3.20', '$1.20']);
+  const cents = (amount) => Math.round(Number(amount.replace(/[$,]/g, '')) * 100);
+  const claim = await page.locator('.report-body #recommendations-total').textContent();
+  assert.equal(claim, 'These 3 actions: $36.40.');
+  assert.equal(reportActions.reduce((sum, a) => sum + cents(a), 0), cents('$36.40'));
+  assert.equal(await page.locator('.report-body svg').count(), 4);
+  await page.screenshot({ path: join(shots, 'report.png'), fullPage: true });
+  // Opened without a week, it shows the last full week before the data's end (2026-11-03):
+  // 2026-W44, which holds nothing, and says so.
+  await open(page, 'reports');
+  assert.equal(await page.locator('#report-week').inputValue(), '2026-W44');
+  await page.locator('.report-body .warning').getByText('No data for this week').waitFor();
+  ok('the report page: summary with the change per team, amounts with currency, teams largest first, actions that add up; a week without data says so');
 
   for (const [name, hash] of [['unit', `unit?${PERIOD}`], ['training', `training?${PERIOD}`],
     ['reports', 'reports'], ['value_mapping', 'value_mapping'], ['reservation', 'reservation']]) {
@@ -313,7 +350,7 @@ try {
 
   // At a laptop's 1366 px, no page is wider than the screen.
   await page.setViewportSize({ width: 1366, height: 900 });
-  for (const hash of [`overview?${PERIOD}`, 'budgets', `training?${PERIOD}`, 'reservation', `idle?${PERIOD}`, `unit?${PERIOD}`]) {
+  for (const hash of [`overview?${PERIOD}`, 'budgets', `training?${PERIOD}`, 'reservation', `idle?${PERIOD}`, `unit?${PERIOD}`, 'reports?week=2026-W45']) {
     await open(page, hash);
     const { wider, past } = await overflow(page);
     assert.ok(wider <= 0, `${hash} is ${wider}px wider than a 1366px screen: ${past.join(', ')}`);
@@ -335,6 +372,9 @@ try {
   const teams = await teamPage.$$eval('#teams tbody [data-key="team"]', (cells) => cells.map((c) => c.dataset.value));
   assert.deepEqual(teams, ['nlp']);
   assert.equal(await teamPage.locator('#balance, #unallocated').count(), 0);
+  // Its recommended actions are its own: nlp held no idle GPUs, and nodes belong to no team.
+  assert.equal(await teamPage.locator('#recommendations tbody tr').count(), 0);
+  assert.match(await teamPage.locator('[data-figure="recommendations-total"]').textContent(), /^Nothing to reclaim/);
   await open(teamPage, `sql?q=${encodeURIComponent('SELECT DISTINCT team FROM cost_entries WHERE team IS NOT NULL')}`);
   await teamPage.locator('#sql-result table').waitFor();
   assert.deepEqual(await teamPage.$$eval('#sql-result tbody td', (cells) => cells.map((c) => c.textContent)), ['nlp']);
@@ -357,7 +397,7 @@ try {
 
   // A narrow screen: the pages still fit.
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const hash of ['budgets', `training?${PERIOD}`, `overview?${PERIOD}`]) {
+  for (const hash of ['budgets', `training?${PERIOD}`, 'reports?week=2026-W45', `overview?${PERIOD}`]) {
     await open(page, hash);
     const { wider, past } = await overflow(page);
     assert.ok(wider <= 0, `${hash} is ${wider}px wider than a phone: ${past.join(', ')}`);

@@ -1,9 +1,13 @@
-// Sortable tables. Columns: {key, label, format ('money' | 'number' | …), align}. Each cell keeps
-// its raw value in data-value, so tests and copy-paste see the number, not its formatting.
+// Sortable tables. Columns: {key, label, format ('money' | 'number' | …), render, ellipsis}. Each
+// cell keeps its raw value in data-value, so tests and copy-paste see the number, not its
+// formatting.
 
 import { h, format } from './dom.js';
 
 const NUMERIC = new Set(['money', 'hours', 'number', 'decimal', 'int', 'percent']);
+
+/** Columns of names, cut with an ellipsis unless the column says `ellipsis: false`. */
+const NAMES = new Set(['team', 'owner', 'namespace', 'workload']);
 
 function compare(a, b) {
   if (a === b) return 0;
@@ -37,7 +41,7 @@ export function table(rows, { columns, caption, actions, empty = 'No rows.' } = 
     });
     body.replaceChildren(...sorted.map((row) => h('tr', {},
       cols.map((col) => h('td', {
-        class: NUMERIC.has(col.format) ? 'num' : '',
+        class: [NUMERIC.has(col.format) ? 'num' : '', (col.ellipsis ?? NAMES.has(col.key)) ? 'ellipsis' : ''].filter(Boolean).join(' '),
         dataset: { key: col.key, value: row[col.key] ?? '' },
         // A name cut with an ellipsis keeps its whole text on hover.
         title: typeof row[col.key] === 'string' ? row[col.key] : undefined,

@@ -1,6 +1,7 @@
 // Overview: cost over time by team (or namespace, or any attribution label), what each team
-// spent in the period against its budget, the run-rate forecast, the money no team holds
-// (reserved, unexplained and fault idle), and the ledger's balance.
+// spent in the period against its budget, the run-rate forecast, what could be reclaimed (the
+// recommended actions, with owners), the money no team holds (reserved, unexplained and fault
+// idle), and the ledger's balance.
 
 import { h, format, notice } from '../lib/dom.js';
 import { api, ApiError } from '../lib/api.js';
@@ -20,6 +21,40 @@ export const teamCostsQuery = (period) =>
 const unallocatedQuery = (period) =>
   `SELECT class, reason, gpu_hours, cost\nFROM idle_summary(${args(period)})\n` +
   `WHERE class IN ('reserved', 'unexplained', 'fault') AND gpu_hours > 0\nORDER BY cost DESC`;
+
+export const recommendationsQuery = (period) =>
+  `SELECT kind, coalesce(team, 'platform') AS owner, action, gpu_hours, cost, cost_per_day\n` +
+  `FROM recommendations(${args(period)})\nORDER BY cost DESC`;
+
+/** Actions listed by name; the rest sum into one row. */
+const ACTIONS_SHOWN = 10;
+
+/** What could be reclaimed: each action with its owner and money, largest first. */
+function recommendationsCard(period) {
+  return figure('Recommended actions', recommendationsQuery(period), (rows) => {
+    const total = rows.reduce((sum, r) => sum + (r.cost || 0), 0);
+    return [
+      h('p', { class: 'figure-total', dataset: { figure: 'recommendations-total', value: total } },
+        rows.length === 0
+          ? 'Nothing to reclaim: no workload held idle GPUs and every idle GPU had a declared reason.'
+          : `${rows.length} ${rows.length === 1 ? 'action' : 'actions'}, ${format(total, 'money')} in this period.`),
+      table(topN(rows, { n: ACTIONS_SHOWN, by: 'cost', labelKey: 'action', other: (count) => `${count} more actions`, sums: ['gpu_hours', 'cost', 'cost_per_day'] }), {
+        caption: 'Recommended actions, largest first',
+        columns: [
+          { key: 'owner', label: 'Owner' },
+          { key: 'action', label: 'Action' },
+          { key: 'gpu_hours', label: 'Idle GPU-hours', format: 'hours' },
+          { key: 'cost', label: 'Cost', format: 'money' },
+          { key: 'cost_per_day', label: 'Per day', format: 'money' },
+        ],
+        empty: null,
+      }),
+    ];
+  }, {
+    id: 'recommendations',
+    note: 'Workloads that held GPUs they did not use (release or right-size them) and nodes whose idle GPUs had no declared reason (find an owner, reserve or release them). Together: the period\'s waste, allocated idle plus unexplained.',
+  });
+}
 
 const accountedQuery = ({ from, to }) =>
   `SELECT bucket, sum(amount) AS amount\nFROM cost_entries\n` +
@@ -198,7 +233,7 @@ export default async function overview({ period, me, params, navigate }) {
     ];
   }, { id: 'teams', note: 'Budgets are monthly: their figures are for the month the period ends in. Forecast: the budget\'s own, else spend so far at the period\'s run rate.' });
 
-  const sections = [tiles, overTime, teams];
+  const sections = [tiles, overTime, teams, recommendationsCard(period)];
   let unallocated = Promise.resolve(null);
   if (!scoped) {
     const idle = figure('Unallocated: intentional and unexplained idle, faults', unallocatedQuery(period), (rows) => table(rows, {
