@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::golden::run_ok;
 use crate::support::{Ledger, ledgers};
 
-const DEMO: [&str; 10] = [
+pub const DEMO: [&str; 10] = [
     "demo",
     "--gpus",
     "16",
@@ -26,7 +26,7 @@ const DEMO: [&str; 10] = [
 ];
 
 /// The plan the binary generates for `DEMO`.
-fn plan() -> Scenario {
+pub fn plan() -> Scenario {
     Scenario::plan(&DemoSpec {
         gpus: 16,
         days: 2,

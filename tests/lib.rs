@@ -11,6 +11,7 @@ mod crash;
 mod demo;
 mod docs;
 mod golden;
+mod grafana;
 mod ingest_bad_corpus;
 mod ingest_dcgm;
 mod ingest_events;
