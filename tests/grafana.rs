@@ -91,7 +91,10 @@ fn the_grafana_dashboard_s_every_panel_runs_over_the_postgres_port_on_the_demo()
     )
     .unwrap();
     let source = &datasource["datasources"][0];
-    assert_eq!(source["type"].as_str(), Some("grafana-postgresql-datasource"));
+    assert_eq!(
+        source["type"].as_str(),
+        Some("grafana-postgresql-datasource")
+    );
     assert_eq!(source["jsonData"]["database"].as_str(), Some("gpuledger"));
     let dashboard: Value = serde_json::from_str(
         &std::fs::read_to_string(repository("deploy/grafana/dashboards/gpuledger.json")).unwrap(),
@@ -127,7 +130,10 @@ fn the_grafana_dashboard_s_every_panel_runs_over_the_postgres_port_on_the_demo()
     // Spend by team: one series per team, summing to team_costs over the range.
     let mut spend: BTreeMap<String, f64> = BTreeMap::new();
     for row in panel("Spend by team") {
-        assert!(number(&row, "time") % 86_400.0 == 0.0, "a day bucket: {row:?}");
+        assert!(
+            number(&row, "time") % 86_400.0 == 0.0,
+            "a day bucket: {row:?}"
+        );
         *spend.entry(row["metric"].clone()).or_default() += number(&row, "value");
     }
     let teams = rows(
@@ -139,7 +145,11 @@ fn the_grafana_dashboard_s_every_panel_runs_over_the_postgres_port_on_the_demo()
     assert_eq!(spend.len(), teams.len());
     for team in &teams {
         let shown = spend[&team["team"]];
-        assert!(close(shown, number(team, "total_cost")), "{}: {shown}", team["team"]);
+        assert!(
+            close(shown, number(team, "total_cost")),
+            "{}: {shown}",
+            team["team"]
+        );
     }
 
     // Ledger balance: the demo's daily lines, billed and accounted, to the cent of the bill.
@@ -152,13 +162,22 @@ fn the_grafana_dashboard_s_every_panel_runs_over_the_postgres_port_on_the_demo()
         .map(|l| l.effective_micros)
         .sum::<i64>() as f64
         / 1e6;
-    assert!(close(balance["billed (effective cost)"], billed), "{balance:?} vs {billed}");
-    assert!(close(balance["accounted from billing"], billed), "{balance:?}");
+    assert!(
+        close(balance["billed (effective cost)"], billed),
+        "{balance:?} vs {billed}"
+    );
+    assert!(
+        close(balance["accounted from billing"], billed),
+        "{balance:?}"
+    );
 
     // Idle by class: the non-busy classes of idle_summary, largest first.
     let idle = panel("Idle by class");
     assert!(idle.iter().any(|r| r["class"] == "unexplained"), "{idle:?}");
-    assert!(idle.iter().any(|r| r["class"].starts_with("reserved:")), "{idle:?}");
+    assert!(
+        idle.iter().any(|r| r["class"].starts_with("reserved:")),
+        "{idle:?}"
+    );
     let costs: Vec<f64> = idle.iter().map(|r| number(r, "cost")).collect();
     assert!(costs.windows(2).all(|w| w[0] >= w[1]), "{costs:?}");
     let expected = rows(
@@ -172,7 +191,10 @@ fn the_grafana_dashboard_s_every_panel_runs_over_the_postgres_port_on_the_demo()
     let models = panel("Cost per 1M SLO-met tokens");
     assert!(!models.is_empty());
     for model in &models {
-        assert!(number(model, "cost_per_1m_slo_met_tokens") > 0.0, "{model:?}");
+        assert!(
+            number(model, "cost_per_1m_slo_met_tokens") > 0.0,
+            "{model:?}"
+        );
     }
 
     // Budgets this month: the demo's budgets, each as GET /v1/budgets/{name}/status says at the
@@ -186,7 +208,10 @@ fn the_grafana_dashboard_s_every_panel_runs_over_the_postgres_port_on_the_demo()
             &format!("/v1/budgets/{}/status?at={to}", budget["budget"]),
         );
         assert_eq!(status, 200, "{rest}");
-        assert!(close(number(budget, "percent_used"), rest["percent_used"].as_f64().unwrap()));
+        assert!(close(
+            number(budget, "percent_used"),
+            rest["percent_used"].as_f64().unwrap()
+        ));
         assert_eq!(budget["state"], rest["state"].as_str().unwrap());
     }
     assert!(budgets.iter().any(|b| b["state"] == "over"), "{budgets:?}");

@@ -78,14 +78,22 @@ fn check_json(report: &Value) {
     // recommendations(W45) as tests/sql/recommendations.slt works them out for the day, over the
     // week's 7 days: n1 32.00 (4.571429 a day), ml/train 3.20 (0.457143), n2 1.20 (0.171429);
     // 36.40 in all, the week's waste below.
-    let action = |kind: &str, owner: &str, node: Option<&str>, workload: Option<&str>,
-                  text: &str, hours: f64, cost: f64, per_day: f64| {
+    let action = |kind: &str,
+                  owner: &str,
+                  node: Option<&str>,
+                  workload: Option<&str>,
+                  text: &str,
+                  hours: f64,
+                  cost: f64,
+                  per_day: f64| {
         json!({"kind": kind, "owner": owner, "action": text, "cluster": "demo", "node": node,
                "namespace": workload.map(|_| "ml"), "workload": workload, "gpu_hours": hours,
                "cost": cost, "cost_per_day": per_day})
     };
     let node_action = |node: &str| {
-        format!("Find an owner for the idle GPUs of demo/{node}, reserve them for a reason, or release them")
+        format!(
+            "Find an owner for the idle GPUs of demo/{node}, reserve them for a reason, or release them"
+        )
     };
     assert_eq!(
         report["recommendations"],
@@ -246,7 +254,7 @@ fn check_csv(csv: &str) {
 /// An amount as the page prints it (`$1,234.56`, `-$3.20`) in cents.
 fn printed_cents(amount: &str) -> i64 {
     let negative = amount.starts_with('-');
-    let digits: String = amount.chars().filter(|c| c.is_ascii_digit()).collect();
+    let digits: String = amount.chars().filter(char::is_ascii_digit).collect();
     assert!(
         amount.trim_start_matches('-').starts_with('$') && amount.contains('.'),
         "{amount} is not an amount"
@@ -283,8 +291,16 @@ fn check_html(html: &str, csv: &str) {
     let money_metric = |metric: &str| {
         let name = metric.rsplit('.').next().unwrap();
         name.contains("cost")
-            || ["budget", "billed", "manual", "rate_card", "expected", "accounted", "difference"]
-                .contains(&name)
+            || [
+                "budget",
+                "billed",
+                "manual",
+                "rate_card",
+                "expected",
+                "accounted",
+                "difference",
+            ]
+            .contains(&name)
     };
     let mut checked = 0;
     for line in csv.lines().skip(1) {
@@ -293,13 +309,22 @@ fn check_html(html: &str, csv: &str) {
         if !money_metric(metric) || value.is_empty() || item.contains('"') {
             continue;
         }
-        let table = &html[html.find(&format!("<table id=\"figures-{section}\"")).unwrap()..];
+        let table = &html[html
+            .find(&format!("<table id=\"figures-{section}\""))
+            .unwrap()..];
         let table = &table[..table.find("</table>").unwrap()];
         let cell = format!("<td>{item}</td><td>{metric}</td><td class=\"n\">");
-        let at = table.find(&cell).unwrap_or_else(|| panic!("{cell} not in {section}")) + cell.len();
+        let at = table
+            .find(&cell)
+            .unwrap_or_else(|| panic!("{cell} not in {section}"))
+            + cell.len();
         let printed = &table[at..at + table[at..].find("</td>").unwrap()];
         let exact: f64 = value.parse().unwrap();
-        assert_eq!(printed_cents(printed), (exact * 100.0).round() as i64, "{metric} of {item}");
+        assert_eq!(
+            printed_cents(printed),
+            (exact * 100.0).round() as i64,
+            "{metric} of {item}"
+        );
         checked += 1;
     }
     assert!(checked > 30, "{checked} money figures checked");
@@ -316,7 +341,12 @@ fn check_html(html: &str, csv: &str) {
     order("teams-table", &["nlp", "vision", "unattributed"]);
     order(
         "idle-table",
-        &["unexplained", "reserved:warm_pool", "fault", "allocated_idle"],
+        &[
+            "unexplained",
+            "reserved:warm_pool",
+            "fault",
+            "allocated_idle",
+        ],
     );
     // The recommended actions add up to the amount the page claims for them.
     let list = &html[html.find("<ol class=\"actions\"").unwrap()..];

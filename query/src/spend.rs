@@ -13,12 +13,12 @@
 
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch};
 use arrow::datatypes::{DataType, Float64Type, TimestampMicrosecondType};
+use chrono::{DateTime, Utc};
 use datafusion::catalog::TableFunctionArgs;
 use datafusion::common::{JoinType, ScalarValue};
 use datafusion::functions_aggregate::expr_fn::{max, sum};
 use datafusion::logical_expr::{Expr, cast, col, lit};
 use datafusion::prelude::{DataFrame, SessionContext, coalesce};
-use chrono::{DateTime, Utc};
 use gpuledger_ledger::budget::{BudgetSpec, BudgetStatus, BudgetTarget, Month, status};
 
 use crate::QueryError;

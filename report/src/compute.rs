@@ -678,8 +678,8 @@ fn summary(
         .collect();
     teams.sort_by(|a, b| b.change.abs().total_cmp(&a.change.abs()));
     let total = teams.iter().map(|t| t.total_cost).sum::<f64>() + unallocated(idle);
-    let previous = teams.iter().map(|t| t.previous_total_cost).sum::<f64>()
-        + unallocated(previous_idle);
+    let previous =
+        teams.iter().map(|t| t.previous_total_cost).sum::<f64>() + unallocated(previous_idle);
     Summary {
         total_cost: r6(total),
         previous_total_cost: r6(previous),

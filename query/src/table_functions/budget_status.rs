@@ -91,7 +91,11 @@ impl Computed for BudgetStatusTable {
             return plan_err!("budget_status: not a DataFusion session");
         };
         let ctx = SessionContext::new_with_state(session.clone());
-        let budgets = self.catalog.objects_of::<BudgetSpec>().await.map_err(to_df)?;
+        let budgets = self
+            .catalog
+            .objects_of::<BudgetSpec>()
+            .await
+            .map_err(to_df)?;
         let mut rows = Vec::new();
         for budget in &budgets {
             let Some((month, figures)) =

@@ -117,7 +117,8 @@ impl TableFunctionImpl for Recommendations {
                         .chain([
                             (col("seconds") / lit(3600.0)).alias("gpu_hours"),
                             col("cost"),
-                            (cast(col("cost"), DataType::Float64) / lit(days)).alias("cost_per_day"),
+                            (cast(col("cost"), DataType::Float64) / lit(days))
+                                .alias("cost_per_day"),
                             (kind.action)().alias("action"),
                         ])
                         .collect::<Vec<_>>(),

@@ -44,7 +44,9 @@ pub(super) fn timestamp_arg(
 ) -> DfResult<ScalarValue> {
     let target = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
     let Some(Expr::Literal(value, _)) = args.exprs().get(i) else {
-        return plan_err!("{name}: '{which}' must be a date or timestamp literal, e.g. '2026-11-02'");
+        return plan_err!(
+            "{name}: '{which}' must be a date or timestamp literal, e.g. '2026-11-02'"
+        );
     };
     value.cast_to(&target).map_err(|_| {
         DataFusionError::Plan(format!(

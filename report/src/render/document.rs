@@ -121,13 +121,7 @@ fn summary(report: &WeeklyReport) -> String {
         .iter()
         .filter(|t| cents(t.change) != 0)
         .take(3)
-        .map(|t| {
-            format!(
-                "{} {}",
-                t.team,
-                change(t.change, t.change_share, currency)
-            )
-        })
+        .map(|t| format!("{} {}", t.team, change(t.change, t.change_share, currency)))
         .collect();
     if !movers.is_empty() {
         out.push_str(&format!(" Biggest movers: {}.", movers.join(", ")));
@@ -194,14 +188,12 @@ fn teams(report: &WeeklyReport) -> Vec<Block> {
     let currency = report.currency.as_str();
     let money = |x: f64| number(amount(x, currency));
     let mut teams: Vec<_> = report.tenants.teams.iter().collect();
-    teams.sort_by(|a, b| b.total_cost.total_cmp(&a.total_cost).then(a.team.cmp(&b.team)));
-    let before = |team: &str| {
-        report
-            .summary
-            .teams
-            .iter()
-            .find(|t| t.team == team)
-    };
+    teams.sort_by(|a, b| {
+        b.total_cost
+            .total_cmp(&a.total_cost)
+            .then(a.team.cmp(&b.team))
+    });
+    let before = |team: &str| report.summary.teams.iter().find(|t| t.team == team);
     let mut rows: Vec<Vec<Cell>> = teams
         .iter()
         .map(|t| {
@@ -213,9 +205,9 @@ fn teams(report: &WeeklyReport) -> Vec<Block> {
                 money(t.shared_cost),
                 money(t.total_cost),
                 money(was.map_or(0.0, |w| w.previous_total_cost)),
-                number(was.map_or_else(String::new, |w| {
-                    change(w.change, w.change_share, currency)
-                })),
+                number(
+                    was.map_or_else(String::new, |w| change(w.change, w.change_share, currency)),
+                ),
                 number(t.budget.map_or_else(String::new, |b| amount(b, currency))),
                 number(t.budget_deviation.map_or_else(String::new, |d| {
                     if d > 0.0 {
@@ -408,7 +400,11 @@ fn inference(report: &WeeklyReport) -> Vec<Block> {
     let per_1m = |f: &Option<ModelFigures>| f.as_ref().and_then(|f| f.cost_per_1m_slo_met_tokens);
     let cost = |f: &Option<ModelFigures>| f.as_ref().and_then(|f| f.cost).unwrap_or(0.0);
     let mut models: Vec<_> = report.inference.models.iter().collect();
-    models.sort_by(|a, b| cost(&b.week).total_cmp(&cost(&a.week)).then(a.model.cmp(&b.model)));
+    models.sort_by(|a, b| {
+        cost(&b.week)
+            .total_cmp(&cost(&a.week))
+            .then(a.model.cmp(&b.model))
+    });
     let money = |x: Option<f64>| number(x.map_or_else(String::new, |x| amount(x, currency)));
     vec![
         Block::Heading("inference", "Inference".into()),
@@ -497,10 +493,16 @@ fn operations(report: &WeeklyReport) -> Vec<Block> {
             vec![
                 ("allocated GPU-hours", gpu_hours(u.allocated_gpu_hours)),
                 ("busy GPU-hours", gpu_hours(u.busy_gpu_hours)),
-                ("busy share of allocated cost", maybe(u.busy_cost_share, &percent)),
+                (
+                    "busy share of allocated cost",
+                    maybe(u.busy_cost_share, &percent),
+                ),
                 ("SM active (allocated time)", maybe(u.sm_active, &percent)),
                 ("framebuffer used", maybe(u.memory_used_share, &percent)),
-                ("power, average", maybe(u.power_w_avg, &|w| format!("{} W", grouped(w, 0)))),
+                (
+                    "power, average",
+                    maybe(u.power_w_avg, &|w| format!("{} W", grouped(w, 0))),
+                ),
                 ("energy", format!("{} kWh", grouped(u.energy_kwh, 1))),
                 ("cost of all GPU time", money(u.gpu_cost)),
             ],
@@ -513,7 +515,10 @@ fn operations(report: &WeeklyReport) -> Vec<Block> {
                 ("waste", money(o.waste_cost)),
                 ("waste, week before", money(o.previous_waste_cost)),
                 ("waste GPU-hours", gpu_hours(o.waste_gpu_hours)),
-                ("waste GPU-hours, week before", gpu_hours(o.previous_waste_gpu_hours)),
+                (
+                    "waste GPU-hours, week before",
+                    gpu_hours(o.previous_waste_gpu_hours),
+                ),
                 (
                     "since the week before",
                     if o.reclaimed_cost >= 0.0 {
@@ -524,7 +529,10 @@ fn operations(report: &WeeklyReport) -> Vec<Block> {
                 ),
                 ("spot net savings", maybe(o.spot_net_savings, &money)),
                 ("SLO-met share", maybe(o.slo_met_share, &percent)),
-                ("SLO-met share, week before", maybe(o.previous_slo_met_share, &percent)),
+                (
+                    "SLO-met share, week before",
+                    maybe(o.previous_slo_met_share, &percent),
+                ),
                 ("cost of missed SLOs", maybe(o.slo_missed_cost, &money)),
             ],
         ),
@@ -536,7 +544,10 @@ fn operations(report: &WeeklyReport) -> Vec<Block> {
                 ("workloads", grouped(t.workloads as f64, 0)),
                 (
                     "runs (succeeded / failed / preempted)",
-                    format!("{} ({} / {} / {})", t.runs, t.succeeded, t.failed, t.preempted),
+                    format!(
+                        "{} ({} / {} / {})",
+                        t.runs, t.succeeded, t.failed, t.preempted
+                    ),
                 ),
                 ("success rate", maybe(t.success_rate, &percent)),
                 ("GPU-hours", gpu_hours(t.gpu_hours)),
@@ -554,11 +565,17 @@ fn operations(report: &WeeklyReport) -> Vec<Block> {
                 ("queued", grouped(q.queued as f64, 0)),
                 ("admitted", grouped(q.admitted as f64, 0)),
                 ("wait, median", maybe(q.wait_p50_seconds, &duration)),
-                ("wait, 95th percentile", maybe(q.wait_p95_seconds, &duration)),
+                (
+                    "wait, 95th percentile",
+                    maybe(q.wait_p95_seconds, &duration),
+                ),
                 ("rejections", grouped(q.rejections as f64, 0)),
                 ("preemptions", grouped(q.preemptions as f64, 0)),
                 ("evictions", grouped(q.evictions as f64, 0)),
-                ("admissions that borrowed quota", grouped(q.borrowed_admissions as f64, 0)),
+                (
+                    "admissions that borrowed quota",
+                    grouped(q.borrowed_admissions as f64, 0),
+                ),
             ],
         ),
         Block::Heading("unattributed", "Unattributed".into()),
@@ -612,7 +629,12 @@ fn all_figures(report: &WeeklyReport) -> Block {
 pub(super) fn document(report: &WeeklyReport) -> Vec<Block> {
     let currency = report.currency.as_str();
     let money = |x: f64| amount(x, currency);
-    let mut blocks: Vec<Block> = report.warnings.iter().cloned().map(Block::Warning).collect();
+    let mut blocks: Vec<Block> = report
+        .warnings
+        .iter()
+        .cloned()
+        .map(Block::Warning)
+        .collect();
     blocks.push(Block::Paragraph("summary", summary(report)));
     let c = &report.capacity;
     let u = &report.utilization;
@@ -620,19 +642,24 @@ pub(super) fn document(report: &WeeklyReport) -> Vec<Block> {
         ("cost".into(), money(report.summary.total_cost)),
         (
             "against the week before".into(),
-            change(
-                report.summary.change,
-                report.summary.change_share,
-                currency,
-            ),
+            change(report.summary.change, report.summary.change_share, currency),
         ),
-        ("GPU-hours available".into(), gpu_hours(c.available_gpu_hours)),
-        ("allocated GPU-hours".into(), gpu_hours(u.allocated_gpu_hours)),
+        (
+            "GPU-hours available".into(),
+            gpu_hours(c.available_gpu_hours),
+        ),
+        (
+            "allocated GPU-hours".into(),
+            gpu_hours(u.allocated_gpu_hours),
+        ),
         (
             "busy share of allocated cost".into(),
             u.busy_cost_share.map_or_else(|| "–".into(), percent),
         ),
-        ("reclaimable".into(), money(report.recommendations.total_cost)),
+        (
+            "reclaimable".into(),
+            money(report.recommendations.total_cost),
+        ),
         ("accounted".into(), money(report.balance.accounted)),
     ]));
     blocks.push(Block::Heading("actions", "Recommended actions".into()));

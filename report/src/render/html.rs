@@ -115,7 +115,12 @@ fn write_block(out: &mut String, block: &Block, balanced: bool) {
 
 fn write_table(out: &mut String, table: &Table) {
     let numeric: Vec<bool> = (0..table.headers.len())
-        .map(|i| table.rows.iter().any(|r| r.get(i).is_some_and(|c| c.numeric)))
+        .map(|i| {
+            table
+                .rows
+                .iter()
+                .any(|r| r.get(i).is_some_and(|c| c.numeric))
+        })
         .collect();
     let _ = write!(
         out,
@@ -164,7 +169,11 @@ fn bar_chart(chart: &Chart) -> String {
         let y = 10.0 + row * i as f64;
         // A label longer than its room is cut, its whole text in the element's title.
         let shown: String = if bar.label.chars().count() > LABEL_CHARS {
-            bar.label.chars().take(LABEL_CHARS - 1).chain(['…']).collect()
+            bar.label
+                .chars()
+                .take(LABEL_CHARS - 1)
+                .chain(['…'])
+                .collect()
         } else {
             bar.label.clone()
         };

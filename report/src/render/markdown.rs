@@ -50,7 +50,11 @@ fn write_block(out: &mut String, block: &Block) {
                     a.detail
                 );
             }
-            let _ = writeln!(out, "\n{}\n\nAll of them: `{}`\n", actions.claim, actions.query);
+            let _ = writeln!(
+                out,
+                "\n{}\n\nAll of them: `{}`\n",
+                actions.claim, actions.query
+            );
         }
         Block::Table(table) => write_table(out, table),
         // The chart's figures are in the table beside it.
@@ -74,10 +78,16 @@ fn write_table(out: &mut String, table: &Table) {
             .headers
             .iter()
             .enumerate()
-            .map(|(i, _)| if table.rows.iter().any(|r| r.get(i).is_some_and(|c| c.numeric)) {
-                "---:"
-            } else {
-                "---"
+            .map(|(i, _)| {
+                if table
+                    .rows
+                    .iter()
+                    .any(|r| r.get(i).is_some_and(|c| c.numeric))
+                {
+                    "---:"
+                } else {
+                    "---"
+                }
             })
             .collect::<Vec<_>>()
             .join("|")

@@ -20,7 +20,7 @@ pub(super) fn grouped(x: f64, places: usize) -> String {
     let whole = (units / scale).to_string();
     let mut out = String::new();
     for (i, digit) in whole.chars().enumerate() {
-        if i > 0 && (whole.len() - i) % 3 == 0 {
+        if i > 0 && (whole.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(digit);
@@ -46,7 +46,10 @@ pub(super) fn amount(x: f64, currency: &str) -> String {
 
 /// The amount in whole cents, as it is printed (what printed amounts add up in).
 pub(super) fn cents(x: f64) -> i64 {
-    grouped(x, 2).replace([',', '.'], "").parse().expect("digits")
+    grouped(x, 2)
+        .replace([',', '.'], "")
+        .parse()
+        .expect("digits")
 }
 
 pub(super) fn gpu_hours(x: f64) -> String {

@@ -234,7 +234,10 @@ fn html_and_markdown_open_with_the_story_in_people_s_figures() {
                    difference $0.00 (balanced).</p>";
     assert!(html.contains(summary), "{html}");
     // The story comes before the tables, and every figure after it too is in people's units.
-    let at = |needle: &str| html.find(needle).unwrap_or_else(|| panic!("{needle} in {html}"));
+    let at = |needle: &str| {
+        html.find(needle)
+            .unwrap_or_else(|| panic!("{needle} in {html}"))
+    };
     assert!(at("id=\"summary\"") < at("id=\"recommendations\""));
     assert!(at("id=\"recommendations\"") < at("id=\"teams-table\""));
     assert!(at("id=\"teams-table\"") < at("id=\"all-figures\""));
@@ -242,21 +245,36 @@ fn html_and_markdown_open_with_the_story_in_people_s_figures() {
         "<tr><td>nlp</td><td class=\"n\">12.0</td><td class=\"n\">$19.20</td><td class=\"n\">$21.53</td><td class=\"n\">$40.73</td><td class=\"n\">$32.00</td><td class=\"n\">▲ $8.73 (+27.3%)</td>"
     ), "{html}");
     // A team that cost nothing this week still shows its week before.
-    assert!(html.contains("<tr><td>vision</td><td class=\"n\">0.0</td>"), "{html}");
+    assert!(
+        html.contains("<tr><td>vision</td><td class=\"n\">0.0</td>"),
+        "{html}"
+    );
     assert!(html.contains("<td>nlp</td><td>teams.total_cost</td><td class=\"n\">$40.73</td>"));
     assert!(html.contains("<td></td><td>wait_p95_seconds</td><td class=\"n\">12.8 min</td>"));
     // Capacity in GPU-hours, the largest group first.
-    assert!(at("<tr><td>NVIDIA H100 80GB HBM3 (on_demand)</td><td class=\"n\">2</td><td class=\"n\">336.0</td><td class=\"n\">332.0</td><td class=\"n\">4.0</td>")
-        < at("<tr><td>NVIDIA L4 (on_demand)</td>"));
+    assert!(
+        at(
+            "<tr><td>NVIDIA H100 80GB HBM3 (on_demand)</td><td class=\"n\">2</td><td class=\"n\">336.0</td><td class=\"n\">332.0</td><td class=\"n\">4.0</td>"
+        ) < at("<tr><td>NVIDIA L4 (on_demand)</td>")
+    );
     assert_eq!(html.matches("<svg").count(), 4);
     assert!(!html.contains("<script") && !html.contains("http://") && !html.contains("https://"));
     assert!(html.contains("@media print"));
 
     let md = String::from_utf8(Format::Markdown.render(&report)).unwrap();
-    assert!(md.contains("\nThe week cost $118.20, ▲ $22.20 (+23.1%)"), "{md}");
-    assert!(md.contains("| nlp | 12.0 | $19.20 | $21.53 | $40.73 | $32.00 | ▲ $8.73 (+27.3%) |"), "{md}");
+    assert!(
+        md.contains("\nThe week cost $118.20, ▲ $22.20 (+23.1%)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| nlp | 12.0 | $19.20 | $21.53 | $40.73 | $32.00 | ▲ $8.73 (+27.3%) |"),
+        "{md}"
+    );
     assert!(md.contains("| nlp | teams.total_cost | $40.73 |"), "{md}");
-    assert!(md.contains("1. **platform**: Act on unexplained_idle of platform — **$32.00**"), "{md}");
+    assert!(
+        md.contains("1. **platform**: Act on unexplained_idle of platform — **$32.00**"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -286,7 +304,9 @@ fn the_recommended_actions_add_up_to_the_amount_they_claim() {
         html.contains("<p id=\"recommendations-total\">These 3 actions: $0.99, of $1.50 in 4 actions in all.</p>"),
         "{html}"
     );
-    assert!(html.contains("<code>SELECT * FROM recommendations('2026-11-02', '2026-11-09')</code>"));
+    assert!(
+        html.contains("<code>SELECT * FROM recommendations('2026-11-02', '2026-11-09')</code>")
+    );
     let none = WeeklyReport {
         recommendations: Recommendations {
             total_cost: 0.0,
@@ -309,7 +329,10 @@ fn warnings_come_before_the_figures_in_html_and_markdown() {
     let warning = html
         .find("<p class=\"warning\" role=\"alert\"><b>Warning:</b> No data for this week: &lt;check&gt; the `ingest`.</p>")
         .expect("the warning, escaped");
-    assert!(warning < html.find("id=\"summary\"").unwrap(), "before the summary");
+    assert!(
+        warning < html.find("id=\"summary\"").unwrap(),
+        "before the summary"
+    );
     let md = markdown(&report);
     assert!(
         md.starts_with(
@@ -371,8 +394,14 @@ fn figures_for_people_have_separators_currency_units_and_no_negative_zero() {
 fn tiles_read_as_amounts_and_bars_come_largest_first() {
     let html = html(&sample());
     assert!(html.contains("<span>cost</span><b>$118.20</b>"), "{html}");
-    assert!(html.contains("<span>GPU-hours available</span><b>500.0</b>"), "{html}");
-    assert!(html.contains("<span>allocated GPU-hours</span><b>19.0</b>"), "{html}");
+    assert!(
+        html.contains("<span>GPU-hours available</span><b>500.0</b>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<span>allocated GPU-hours</span><b>19.0</b>"),
+        "{html}"
+    );
     let bars = by_size(vec![
         Bar {
             label: "small".into(),
