@@ -145,6 +145,58 @@ fn psql_lists_describes_and_queries_the_ledger() {
     );
 }
 
+/// SQLAlchemy's psycopg dialect and `pandas.read_sql`, as a notebook uses them: the dialect's
+/// start-up (settings, a type lookup with `to_regtype` inside a savepoint), a query into a
+/// DataFrame with its column types, a bound parameter, a transaction with a savepoint rolled
+/// back to, and the inspector's table names.
+#[test]
+fn sqlalchemy_and_pandas_read_the_ledger() {
+    if std::process::Command::new("python3")
+        .args(["-c", "import sqlalchemy, pandas"])
+        .status()
+        .is_ok_and(|s| !s.success())
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have sqlalchemy and pandas (scripts/test installs them)"
+        );
+        eprintln!("skipped: sqlalchemy or pandas is not installed (scripts/test installs them)");
+        return;
+    }
+    let (_ledger, reader, server) = worked_example_served();
+    let script = r#"
+import sys
+import pandas as pd
+from sqlalchemy import create_engine, inspect, text
+engine = create_engine(sys.argv[1].replace("postgres://", "postgresql+psycopg://", 1))
+# docs/ledger.md's team totals, into a DataFrame.
+teams = pd.read_sql("SELECT team, total_cost FROM team_costs('2026-11-02', '2026-11-03') ORDER BY team", engine)
+print(list(teams.team), [round(float(c), 3) for c in teams.total_cost])
+with engine.connect() as conn:
+    hours = pd.read_sql(
+        text("SELECT hour, cost FROM gpu_hours WHERE team = :team AND hour >= :since ORDER BY hour"),
+        conn, params={"team": "vision", "since": pd.Timestamp("2026-11-02T02:00:00Z")})
+    print(str(hours.hour.dtype), len(hours), hours.hour.iloc[0].isoformat())
+with engine.connect() as conn, conn.begin():
+    point = conn.begin_nested()
+    conn.execute(text("SELECT 1"))
+    point.rollback()
+    print(conn.execute(text("SELECT count(*) FROM cost_entries")).scalar() > 0)
+print(sorted(t for t in inspect(engine).get_table_names() if t in ("cost_entries", "gpu_hours")))
+"#;
+    let out = psycopg(&server, &reader, script)
+        .output()
+        .expect("run python3");
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "['nlp', 'unattributed', 'vision'] [40.728, 5.208, 23.064]\n\
+         datetime64[ns, UTC] 4 2026-11-02T02:00:00+00:00\n\
+         True\n\
+         ['cost_entries', 'gpu_hours']\n"
+    );
+}
+
 /// psycopg binds parameters over the extended protocol (and prepares a named statement when
 /// asked) and reads timestamps, floats, decimals, NULLs and text as Python values.
 #[test]
@@ -432,7 +484,8 @@ with psycopg.connect(sys.argv[1]) as conn:
 }
 
 /// What PostgreSQL clients send besides queries (issue 20): session statements, settings,
-/// the user registers, introspection functions, PostgreSQL's `to_char` and cursors, over psql.
+/// the user registers, introspection functions, PostgreSQL's `to_char`, cursors and
+/// savepoints, over psql.
 #[test]
 fn psql_gets_postgres_answers_to_what_clients_send() {
     let (_ledger, reader, server) = worked_example_served();
@@ -459,6 +512,12 @@ fn psql_gets_postgres_answers_to_what_clients_send() {
             "FETCH ALL FROM hours",
             "FETCH NEXT FROM hours",
             "CLOSE hours",
+            // Drivers' savepoints: nothing to undo in a session that only reads.
+            "SAVEPOINT before_lookup",
+            "select to_regtype('integer') = to_regtype('int4') as same, \
+             to_regtype('timestamptz') is not null as tz, to_regtype('hstore') is null as no_hstore",
+            "ROLLBACK TO SAVEPOINT before_lookup",
+            "RELEASE SAVEPOINT before_lookup",
             "COMMIT",
         ],
     );
@@ -478,6 +537,10 @@ fn psql_gets_postgres_answers_to_what_clients_send() {
          team|n\nunattributed|1\nvision|6\n|31\n(3 rows)\n\
          team|n\n(0 rows)\n\
          CLOSE CURSOR\n\
+         SAVEPOINT\n\
+         same|tz|no_hstore\nt|t|t\n(1 row)\n\
+         ROLLBACK\n\
+         RELEASE\n\
          COMMIT\n"
     );
     assert_eq!(

@@ -8,17 +8,19 @@
 //!   the client logged in with;
 //! - `DEALLOCATE` and `DISCARD`, which connection pools and psycopg send to clean up the
 //!   client's prepared statements and portals (nothing else of a session is kept);
+//! - `SAVEPOINT`, `RELEASE` and `ROLLBACK TO`, which drivers send inside their transactions
+//!   (a read-only session has nothing to undo);
 //! - functions clients call while looking around: `version()`, `pg_is_in_recovery()` (false:
 //!   there is no standby), `obj_description`, `col_description` and `shobj_description` (NULL:
 //!   no object has a comment), `pg_get_function_result(oid)` and `pg_function_is_visible(oid)`
-//!   over `pg_proc` (pgJDBC's `getFunctions` asks for both).
+//!   over `pg_proc` (pgJDBC's `getFunctions` asks for both), `to_regtype(name)` over `pg_type`
+//!   (psycopg's type lookups, SQLAlchemy's start-up).
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, RecordBatch, StringArray};
-use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::error::DataFusionError;
@@ -107,114 +109,130 @@ pub fn register_functions(ctx: &SessionContext) {
 }
 
 /// `pg_get_function_result(oid)` and `pg_function_is_visible(oid)` for the functions of
-/// `pg_catalog.pg_proc` (which is the same for every session: read once).
+/// `pg_catalog.pg_proc`, and `to_regtype(name)` for the types of `pg_catalog.pg_type` (the same
+/// for every session: read once).
 pub async fn register_catalog_functions(ctx: &SessionContext) -> Result<(), QueryError> {
-    static RESULTS: tokio::sync::OnceCell<Arc<HashMap<i64, String>>> =
+    static FUNCTIONS: tokio::sync::OnceCell<Arc<HashMap<String, String>>> =
         tokio::sync::OnceCell::const_new();
-    let results = RESULTS
-        .get_or_try_init(|| async {
-            let batches = ctx
-                .sql(
-                    "SELECT CAST(p.oid AS BIGINT) AS oid, p.proretset, \
-                     format_type(p.prorettype, NULL) AS result FROM pg_catalog.pg_proc p",
-                )
-                .await?
-                .collect()
-                .await?;
-            let mut results = HashMap::new();
-            for batch in &batches {
-                let oids = batch.column(0).as_primitive::<Int64Type>();
-                let sets = batch.column(1).as_boolean();
-                let types = arrow::compute::cast(batch.column(2), &DataType::Utf8)
-                    .map_err(DataFusionError::from)?;
-                let types = types.as_string::<i32>();
-                for row in 0..batch.num_rows() {
-                    if oids.is_null(row) || types.is_null(row) {
-                        continue;
-                    }
-                    let set = if sets.is_valid(row) && sets.value(row) {
-                        "SETOF "
-                    } else {
-                        ""
-                    };
-                    results.insert(oids.value(row), format!("{set}{}", types.value(row)));
-                }
-            }
-            Ok::<_, QueryError>(Arc::new(results))
+    static TYPES: tokio::sync::OnceCell<Arc<HashMap<String, String>>> =
+        tokio::sync::OnceCell::const_new();
+    let functions = FUNCTIONS
+        .get_or_try_init(|| {
+            catalog_map(
+                ctx,
+                "SELECT CAST(p.oid AS VARCHAR), \
+                 CASE WHEN p.proretset THEN 'SETOF ' ELSE '' END \
+                 || CAST(format_type(p.prorettype, NULL) AS VARCHAR) FROM pg_catalog.pg_proc p",
+            )
         })
         .await?;
-    ctx.register_udf(ScalarUDF::new_from_impl(OidLookup::new(
-        "pg_get_function_result",
-        Arc::clone(results),
-        |found| ScalarValue::Utf8(found.cloned()),
-    )));
-    ctx.register_udf(ScalarUDF::new_from_impl(OidLookup::new(
-        "pg_function_is_visible",
-        Arc::clone(results),
+    // A type by its name and by the name format_type gives it (`int4` and `integer`).
+    let types = TYPES
+        .get_or_try_init(|| {
+            catalog_map(
+                ctx,
+                "SELECT CAST(t.typname AS VARCHAR), CAST(t.oid AS VARCHAR) FROM pg_catalog.pg_type t \
+                 UNION ALL SELECT CAST(format_type(t.oid, NULL) AS VARCHAR), CAST(t.oid AS VARCHAR) \
+                 FROM pg_catalog.pg_type t",
+            )
+        })
+        .await?;
+    let text = |value: &str| ScalarValue::Utf8(Some(value.to_string()));
+    ctx.register_udf(ScalarUDF::new_from_impl(Lookup {
+        name: "pg_get_function_result",
+        entries: Arc::clone(functions),
+        answer: text,
+        missing: ScalarValue::Utf8(None),
+    }));
+    ctx.register_udf(ScalarUDF::new_from_impl(Lookup {
+        name: "pg_function_is_visible",
+        entries: Arc::clone(functions),
         // Every function of pg_proc is in pg_catalog, which is on every search path.
-        |found| ScalarValue::Boolean(found.map(|_| true)),
-    )));
+        answer: |_| ScalarValue::Boolean(Some(true)),
+        missing: ScalarValue::Boolean(None),
+    }));
+    ctx.register_udf(ScalarUDF::new_from_impl(Lookup {
+        name: "to_regtype",
+        entries: Arc::clone(types),
+        // The type's oid (PostgreSQL's regtype is an oid), NULL for no such type.
+        answer: |oid| ScalarValue::Int64(oid.parse().ok()),
+        missing: ScalarValue::Int64(None),
+    }));
     Ok(())
 }
 
-/// A function of a `pg_proc` oid, answered from the functions' result types.
-#[derive(Debug)]
-struct OidLookup {
-    name: &'static str,
-    signature: Signature,
-    results: Arc<HashMap<i64, String>>,
-    answer: fn(Option<&String>) -> ScalarValue,
-}
-
-impl OidLookup {
-    fn new(
-        name: &'static str,
-        results: Arc<HashMap<i64, String>>,
-        answer: fn(Option<&String>) -> ScalarValue,
-    ) -> Self {
-        Self {
-            name,
-            signature: Signature::any(1, Volatility::Stable),
-            results,
-            answer,
+/// The first two columns of `sql`, text, as a map (the first value of a key wins).
+async fn catalog_map(
+    ctx: &SessionContext,
+    sql: &str,
+) -> Result<Arc<HashMap<String, String>>, QueryError> {
+    let mut map = HashMap::new();
+    for batch in ctx.sql(sql).await?.collect().await? {
+        let keys = arrow::compute::cast(batch.column(0), &DataType::Utf8)
+            .map_err(DataFusionError::from)?;
+        let values = arrow::compute::cast(batch.column(1), &DataType::Utf8)
+            .map_err(DataFusionError::from)?;
+        let (keys, values) = (keys.as_string::<i32>(), values.as_string::<i32>());
+        for row in 0..batch.num_rows() {
+            if keys.is_valid(row) && values.is_valid(row) {
+                map.entry(keys.value(row).to_string())
+                    .or_insert_with(|| values.value(row).to_string());
+            }
         }
     }
+    Ok(Arc::new(map))
 }
 
-impl PartialEq for OidLookup {
+/// A function of one argument answered from a catalog map: the argument as text (an oid's
+/// digits, a type's name; names fold to lower case as PostgreSQL folds unquoted ones).
+#[derive(Debug)]
+struct Lookup {
+    name: &'static str,
+    entries: Arc<HashMap<String, String>>,
+    answer: fn(&str) -> ScalarValue,
+    missing: ScalarValue,
+}
+
+impl PartialEq for Lookup {
     fn eq(&self, other: &Self) -> bool {
         self.name == other.name
     }
 }
 
-impl Eq for OidLookup {}
+impl Eq for Lookup {}
 
-impl std::hash::Hash for OidLookup {
+impl std::hash::Hash for Lookup {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.name.hash(state);
     }
 }
 
-impl ScalarUDFImpl for OidLookup {
+static ONE_ARGUMENT: std::sync::LazyLock<Signature> =
+    std::sync::LazyLock::new(|| Signature::any(1, Volatility::Stable));
+
+impl ScalarUDFImpl for Lookup {
     fn name(&self) -> &str {
         self.name
     }
 
     fn signature(&self) -> &Signature {
-        &self.signature
+        &ONE_ARGUMENT
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok((self.answer)(None).data_type())
+        Ok(self.missing.data_type())
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let oids = args.args[0].to_array(args.number_rows)?;
-        let oids = arrow::compute::cast(&oids, &DataType::Int64)?;
-        let oids = oids.as_primitive::<Int64Type>();
-        let values = oids
+        let keys = args.args[0].to_array(args.number_rows)?;
+        let keys = arrow::compute::cast(&keys, &DataType::Utf8)?;
+        let values = keys
+            .as_string::<i32>()
             .iter()
-            .map(|oid| (self.answer)(oid.and_then(|oid| self.results.get(&oid))))
+            .map(|key| {
+                key.and_then(|key| self.entries.get(key.trim().to_lowercase().as_str()))
+                    .map_or_else(|| self.missing.clone(), |found| (self.answer)(found))
+            })
             .collect::<Vec<_>>();
         let array = ScalarValue::iter_to_array(values)?;
         Ok(match &args.args[0] {
@@ -427,7 +445,13 @@ impl Rewriter<'_> {
 /// Whether [`answer_session_statement`] answers `statement`.
 pub fn is_session_statement(statement: &Statement, client: &HashMap<String, String>) -> bool {
     match statement {
-        Statement::Deallocate { .. } | Statement::Discard { .. } => true,
+        Statement::Deallocate { .. }
+        | Statement::Discard { .. }
+        | Statement::Savepoint { .. }
+        | Statement::ReleaseSavepoint { .. }
+        | Statement::Rollback {
+            savepoint: Some(_), ..
+        } => true,
         Statement::ShowVariable { variable } => shown_setting(variable, client).is_some(),
         _ => false,
     }
@@ -491,6 +515,14 @@ pub async fn answer_session_statement(
                 "DISCARD {object_type}"
             )))))
         }
+        // Savepoints mark nothing to undo: every session only reads. Drivers set them inside the
+        // transactions they open (psycopg's `conn.transaction()` nested, SQLAlchemy's dialect
+        // start-up), so they get PostgreSQL's tags and the transaction goes on.
+        Statement::Savepoint { .. } => Some(Ok(Response::Execution(Tag::new("SAVEPOINT")))),
+        Statement::ReleaseSavepoint { .. } => Some(Ok(Response::Execution(Tag::new("RELEASE")))),
+        Statement::Rollback {
+            savepoint: Some(_), ..
+        } => Some(Ok(Response::Execution(Tag::new("ROLLBACK")))),
         Statement::ShowVariable { variable } => {
             let (name, value) = shown_setting(variable, client)?;
             Some(show(ctx, &name, value, format).await)
