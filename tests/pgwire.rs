@@ -232,6 +232,14 @@ with psycopg.connect(sys.argv[1]) as conn:
                         ("2026-11-02", "2026-11-03", "vision"), prepare=prepare)
             team, total = cur.fetchone()
             print(repr(team), round(total, 3))
+        # set_config with bound parameters is kept like a SET; a transaction-local one refused.
+        cur.execute("select set_config(%s, %s, false)", ("application_name", "from-psycopg"))
+        cur.execute("select current_setting('application_name')")
+        print(cur.fetchall())
+        try:
+            cur.execute("select set_config(%s, %s, true)", ("search_path", "public"))
+        except psycopg.errors.FeatureNotSupported as error:
+            print(error.sqlstate)
 "#;
     let printed = psycopg_ok(&server, &reader, script);
     assert_eq!(
@@ -241,7 +249,9 @@ with psycopg.connect(sys.argv[1]) as conn:
          [('nlp', 12, True)]\n\
          [('vision', 6, False)]\n\
          'vision' 23.064\n\
-         'vision' 23.064\n"
+         'vision' 23.064\n\
+         [('from-psycopg',)]\n\
+         0A000\n"
     );
 }
 
@@ -505,6 +515,10 @@ fn psql_gets_postgres_answers_to_what_clients_send() {
             // The worked example's first GPU-hour is 2026-11-02 00:00 UTC, a Monday of ISO week 45.
             "select to_char(min(hour), 'YYYY-MM-DD HH24:MI') as pg, to_char(min(hour), 'FMDay \"week\" IW') as words, \
              to_char(min(hour), '%Y/%m/%d') as chrono from gpu_hours",
+            // set_config keeps a setting for the connection, as SET does (pg_dump sends it).
+            "select set_config('application_name', 'ledger-notebook', false)",
+            "select current_setting('application_name') as now_named",
+            "show application_name",
             "BEGIN",
             // nlp 12 GPU-hour rows, unattributed 1, vision 6, and 31 with no team (idle).
             "DECLARE hours CURSOR FOR select team, count(*) as n from gpu_hours group by team order by team",
@@ -531,6 +545,9 @@ fn psql_gets_postgres_answers_to_what_clients_send() {
          cu|session_user|user\nanalyst|analyst|analyst\n(1 row)\n\
          standby|no_comment|no_column_comment\nf|t|t\n(1 row)\n\
          pg|words|chrono\n2026-11-02 00:00|Monday week 45|2026/11/02\n(1 row)\n\
+         set_config\nledger-notebook\n(1 row)\n\
+         now_named\nledger-notebook\n(1 row)\n\
+         application_name\nledger-notebook\n(1 row)\n\
          BEGIN\n\
          DECLARE CURSOR\n\
          team|n\nnlp|12\n(1 row)\n\
@@ -550,6 +567,15 @@ fn psql_gets_postgres_answers_to_what_clients_send() {
     assert_eq!(
         psql_sqlstate(&server, &reader, "FETCH 1 FROM nowhere"),
         "34000"
+    );
+    // A transaction-local setting would be a wrong answer once the transaction ends: refused.
+    assert_eq!(
+        psql_sqlstate(
+            &server,
+            &reader,
+            "select set_config('search_path', 'public', true)"
+        ),
+        "0A000"
     );
     // A cursor's query is refused like any other that writes, and limited like any other.
     assert_eq!(

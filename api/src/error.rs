@@ -174,6 +174,9 @@ fn query_class(error: &QueryError) -> Class {
             "Query time limit exceeded",
         ),
         QueryError::UnknownSetting(_) => class(StatusCode::BAD_REQUEST, "42704", "Unknown setting"),
+        QueryError::NotSupported(_) => {
+            class(StatusCode::BAD_REQUEST, "0A000", "Feature not supported")
+        }
         QueryError::StatementTooComplex(_) => {
             class(StatusCode::BAD_REQUEST, "54001", "Statement too complex")
         }

@@ -35,6 +35,11 @@ pub enum QueryError {
     #[error("{0}")]
     UnknownSetting(String),
 
+    /// A PostgreSQL feature asked for in a form this server does not answer (rather than a
+    /// wrong answer).
+    #[error("{0}")]
+    NotSupported(String),
+
     #[error("the query ran longer than its limit of {}s and was stopped", .0.as_secs_f64())]
     Timeout(std::time::Duration),
 

@@ -9,7 +9,8 @@
 //! - `DEALLOCATE` and `DISCARD`, which connection pools and psycopg send to clean up the
 //!   client's prepared statements and portals (nothing else of a session is kept);
 //! - `SAVEPOINT`, `RELEASE` and `ROLLBACK TO`, which drivers send inside their transactions
-//!   (a read-only session has nothing to undo);
+//!   (a read-only session has nothing to undo), and `SELECT set_config(name, value, false)`,
+//!   kept like a `SET`;
 //! - functions clients call while looking around: `version()`, `pg_is_in_recovery()` (false:
 //!   there is no standby), `obj_description`, `col_description` and `shobj_description` (NULL:
 //!   no object has a comment), `pg_get_function_result(oid)` and `pg_function_is_visible(oid)`
@@ -395,6 +396,78 @@ impl VisitorMut for Rewriter<'_> {
     }
 }
 
+/// A call's arguments when every one is a literal.
+fn literal_arguments(args: &FunctionArguments) -> Option<Vec<&Value>> {
+    match args {
+        FunctionArguments::List(list) => list
+            .args
+            .iter()
+            .map(|arg| match arg {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(value))) => {
+                    Some(&value.value)
+                }
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// `SELECT set_config(name, value, is_local)` on its own, as pg_dump and drivers send it: the
+/// setting and its new value, for the connection to keep like a `SET`. `None` for any other
+/// statement (set_config inside a larger query is not answered: DataFusion has no such
+/// function, and says so).
+pub fn set_config_call(statement: &Statement) -> Option<Result<(String, String), QueryError>> {
+    let Statement::Query(query) = statement else {
+        return None;
+    };
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    let [item] = select.projection.as_slice() else {
+        return None;
+    };
+    let (SelectItem::UnnamedExpr(Expr::Function(function))
+    | SelectItem::ExprWithAlias {
+        expr: Expr::Function(function),
+        ..
+    }) = item
+    else {
+        return None;
+    };
+    if !select.from.is_empty() || function_name(function).as_deref() != Some("set_config") {
+        return None;
+    }
+    Some(match literal_arguments(&function.args).as_deref() {
+        Some(
+            [
+                Value::SingleQuotedString(name),
+                Value::SingleQuotedString(value),
+                Value::Boolean(false),
+            ],
+        ) => Ok((name.to_lowercase(), value.clone())),
+        Some([_, _, Value::Boolean(true)]) => Err(QueryError::NotSupported(
+            "set_config(name, value, true): a setting local to a transaction is not kept; \
+             give false (the connection's settings last for the session)"
+                .into(),
+        )),
+        _ => Err(QueryError::NotSupported(
+            "set_config takes a setting's name and value as string literals and is_local as \
+             false"
+                .into(),
+        )),
+    })
+}
+
+/// The one row `set_config` answers with: the setting's new value.
+pub async fn set_config_answer(
+    ctx: &SessionContext,
+    value: String,
+    format: &Format,
+) -> PgWireResult<Response> {
+    show(ctx, "set_config", value, format).await
+}
+
 fn no_arguments(args: &FunctionArguments) -> bool {
     match args {
         FunctionArguments::None => true,
@@ -406,20 +479,7 @@ fn no_arguments(args: &FunctionArguments) -> bool {
 impl Rewriter<'_> {
     /// `current_setting(name [, missing_ok])` with literal arguments.
     fn current_setting(&self, args: &FunctionArguments) -> Result<Option<String>, QueryError> {
-        let literals: Option<Vec<&Value>> = match args {
-            FunctionArguments::List(list) => list
-                .args
-                .iter()
-                .map(|arg| match arg {
-                    FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(value))) => {
-                        Some(&value.value)
-                    }
-                    _ => None,
-                })
-                .collect(),
-            _ => None,
-        };
-        let (name, missing_ok) = match literals.as_deref() {
+        let (name, missing_ok) = match literal_arguments(args).as_deref() {
             Some([Value::SingleQuotedString(name)]) => (name, false),
             Some([Value::SingleQuotedString(name), Value::Boolean(missing_ok)]) => {
                 (name, *missing_ok)
@@ -453,7 +513,7 @@ pub fn is_session_statement(statement: &Statement, client: &HashMap<String, Stri
             savepoint: Some(_), ..
         } => true,
         Statement::ShowVariable { variable } => shown_setting(variable, client).is_some(),
-        _ => false,
+        _ => set_config_call(statement).is_some(),
     }
 }
 
@@ -476,6 +536,9 @@ pub fn session_statement_columns(
         Statement::ShowVariable { variable } if variable.len() == 1 => {
             let schema = shown_schema(&variable[0].value.to_lowercase());
             arrow_schema_to_pg_fields(&schema, format, None)
+        }
+        _ if set_config_call(statement).is_some() => {
+            arrow_schema_to_pg_fields(&shown_schema("set_config"), format, None)
         }
         _ => Ok(Vec::new()),
     }

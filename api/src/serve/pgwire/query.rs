@@ -257,7 +257,7 @@ impl Connection {
     /// `None` for any other; the one place both protocols ask.
     async fn answer_own<C>(
         &self,
-        client: &C,
+        client: &mut C,
         session: &Session,
         statement: &ast::Statement,
         format: &Format,
@@ -267,7 +267,16 @@ impl Connection {
         C::PortalStore: PortalStore,
     {
         if cursors::is_cursor_statement(statement) {
-            return Some(self.cursor_statement(client, session, statement).await);
+            return Some(self.cursor_statement(&*client, session, statement).await);
+        }
+        if let Some(call) = postgres::set_config_call(statement) {
+            return Some(match call {
+                Ok((name, value)) => {
+                    client.metadata_mut().insert(name, value.clone());
+                    postgres::set_config_answer(&session.ctx, value, format).await
+                }
+                Err(error) => Err(pg_error(error.into())),
+            });
         }
         postgres::answer_session_statement(
             statement,
@@ -319,7 +328,7 @@ impl SimpleQueryHandler for Connection {
         let mut responses = Vec::with_capacity(statements.len());
         'statements: for statement in statements {
             if let Some(response) = self
-                .answer_own(&*client, session, &statement, &Format::UnifiedText)
+                .answer_own(client, session, &statement, &Format::UnifiedText)
                 .await
             {
                 responses.push(response?);
@@ -390,7 +399,7 @@ impl ExtendedQueryHandler for Connection {
                 // A DECLARE's query may take parameters: their values go in as literals.
                 let statement = bound(portal, statement)?;
                 let format = &portal.result_column_format;
-                let answer = self.answer_own(&*client, session, &statement, format).await;
+                let answer = self.answer_own(client, session, &statement, format).await;
                 return answer.unwrap_or(Ok(Response::EmptyQuery));
             }
         };
