@@ -532,6 +532,13 @@ fn rest_matches_the_cli(ledger: &Ledger, json: &[u8], csv: &str, html: &str) {
     let (status, _, body) = get("/v1/reports/weekly/2026-W45", &team);
     assert_eq!(status, 403, "{}", String::from_utf8_lossy(&body));
     assert!(String::from_utf8_lossy(&body).contains("whole fleet"));
+    // A well-formed week the year does not have is no such report: 2025 has 52 ISO weeks.
+    let (status, _, body) = get("/v1/reports/weekly/2025-W53", &admin);
+    let problem: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (status, problem["detail"].as_str()),
+        (404, Some("week: 2025 has no ISO week 53"))
+    );
     for (path, parameter) in [
         ("/v1/reports/weekly/2026-45", "week"),
         ("/v1/reports/weekly/2026-W54", "week"),

@@ -8,6 +8,10 @@ pub enum ReportError {
     #[error("week '{week}' is not an ISO week such as 2026-W45: {reason}")]
     Week { week: String, reason: String },
 
+    /// A well-formed week that the year does not have (week 53 of a 52-week year).
+    #[error("{year} has no ISO week {week}")]
+    NoSuchWeek { year: i32, week: u32 },
+
     #[error("report schedule '{schedule}' is not a cron expression: {reason}")]
     Schedule { schedule: String, reason: String },
 

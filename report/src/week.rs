@@ -91,9 +91,12 @@ impl FromStr for IsoWeek {
         if !(1970..=9998).contains(&year) {
             return Err(invalid("the year must be from 1970 to 9998"));
         }
+        if !(1..=53).contains(&week) {
+            return Err(invalid("the week must be from 01 to 53"));
+        }
         NaiveDate::from_isoywd_opt(year, week, Weekday::Mon)
             .map(|monday| Self { monday })
-            .ok_or_else(|| invalid(&format!("{year} has no ISO week {week}")))
+            .ok_or(ReportError::NoSuchWeek { year, week })
     }
 }
 

@@ -112,7 +112,7 @@ pub struct AlertView {
 #[into_params(parameter_in = Query)]
 pub struct AtParams {
     /// The moment to ask about, RFC 3339 (default now): its month is the budget's month.
-    #[param(example = "2026-11-03T00:00:00Z")]
+    #[param(example = "2026-11-03T00:00:00Z", value_type = Option<String>, format = DateTime)]
     pub at: Option<String>,
 }
 

@@ -85,6 +85,36 @@ fn parse_time(parameter: &str, text: &str) -> Result<i64, ApiError> {
         })
 }
 
+/// The document's time parameters (`from`, `to`) as [`parse_time`] reads them: a date (midnight
+/// UTC) or an RFC 3339 time, one of two string formats, where the derived document says only
+/// "string".
+pub(super) fn document_time_parameters(openapi: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, OneOfBuilder, SchemaFormat, Type};
+    let string = |format| {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(format)))
+    };
+    let date_or_time: utoipa::openapi::Schema = OneOfBuilder::new()
+        .item(string(KnownFormat::Date))
+        .item(string(KnownFormat::DateTime))
+        .build()
+        .into();
+    for item in openapi.paths.paths.values_mut() {
+        let Some(get) = item.get.as_mut() else {
+            continue;
+        };
+        for parameter in get.parameters.iter_mut().flatten() {
+            let utoipa::openapi::RefOr::T(parameter) = parameter else {
+                continue;
+            };
+            if parameter.name == "from" || parameter.name == "to" {
+                parameter.schema = Some(date_or_time.clone().into());
+            }
+        }
+    }
+}
+
 pub(super) fn window(from: &str, to: &str) -> Result<(i64, i64), ApiError> {
     let (from, to) = (parse_time("from", from)?, parse_time("to", to)?);
     if to <= from {

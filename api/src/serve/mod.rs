@@ -223,6 +223,8 @@ pub fn app(state: AppState) -> Router {
             auth::require_token,
         ))
         .split_for_parts();
+    let mut openapi = openapi;
+    costs::document_time_parameters(&mut openapi);
     let open = Router::new()
         .route("/healthz", axum::routing::get(health::healthz))
         .route("/readyz", axum::routing::get(health::readyz))

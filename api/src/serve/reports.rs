@@ -28,6 +28,7 @@ pub enum ReportFormat {
 #[into_params(parameter_in = Query)]
 pub struct ReportQuery {
     /// json (default; docs/report.schema.json), csv, html (a page with charts) or md.
+    #[param(inline)]
     format: Option<ReportFormat>,
 }
 
@@ -47,7 +48,9 @@ fn whole_fleet(principal: &Principal) -> Result<(), ApiError> {
     path = "/v1/reports/weekly/{week}",
     tag = "reports",
     params(
-        ("week" = String, Path, description = "ISO week, YYYY-Www", example = "2026-W45"),
+        ("week" = String, Path, description = "ISO week, YYYY-Www, of 1970 to 9998",
+            example = "2026-W45",
+            pattern = "^(19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-W(0[1-9]|[1-4][0-9]|5[0-3])$"),
         ReportQuery,
     ),
     responses(
@@ -58,6 +61,7 @@ fn whole_fleet(principal: &Principal) -> Result<(), ApiError> {
             (String = "text/markdown"),
         )),
         (status = 400, description = "The week or the format is malformed", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The year has no such week (week 53 of a 52-week year)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The token may not read, or is limited to one team", body = Problem, content_type = "application/problem+json"),
     )
@@ -69,9 +73,12 @@ pub async fn weekly(
     query: Result<Query<ReportQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     whole_fleet(&principal)?;
-    let week: IsoWeek = week
-        .parse()
-        .map_err(|e: gpuledger_report::ReportError| ApiError::BadRequest(format!("week: {e}")))?;
+    let week: IsoWeek = week.parse().map_err(|e| match e {
+        gpuledger_report::ReportError::NoSuchWeek { .. } => {
+            ApiError::NotFound(format!("week: {e}"))
+        }
+        e => ApiError::BadRequest(format!("week: {e}")),
+    })?;
     let Query(query) = query?;
     let format = match query.format.unwrap_or(ReportFormat::Json) {
         ReportFormat::Json => Format::Json,

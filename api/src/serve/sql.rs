@@ -18,9 +18,14 @@ use crate::output::write_batches;
 #[serde(deny_unknown_fields)]
 pub struct SqlRequest {
     /// One query, in PostgreSQL syntax, e.g. `select * from team_costs('2026-11-02', '2026-11-09')`.
+    #[schema(min_length = 1, pattern = r"\S")]
     pub query: String,
-    /// `json` (an array of row objects), `csv`, `arrow` (IPC stream) or `parquet`.
+    /// `json` (an array of row objects), `csv`, `arrow` (IPC stream) or `parquet`, in any case;
+    /// absent: the `Accept` header decides.
     #[serde(default)]
+    #[schema(
+        pattern = "^([Jj][Ss][Oo][Nn]|[Cc][Ss][Vv]|[Aa][Rr][Rr][Oo][Ww]|[Pp][Aa][Rr][Qq][Uu][Ee][Tt])$"
+    )]
     pub format: Option<String>,
 }
 
