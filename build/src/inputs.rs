@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, Int32Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Int32Type};
-use chrono::DateTime;
 use datafusion::prelude::SessionContext;
 use gpuledger_ledger::allocation::{Allocation, Event, EventKind, Labels, PodGpus};
 use gpuledger_ledger::build::{BillingItem, GpuTelemetry};
@@ -23,10 +22,11 @@ use crate::error::BuildError;
 /// How far back to look for the start of an allocation still running in the window.
 pub const EVENT_LOOKBACK: Micros = 31 * 24 * 3_600_000_000;
 
-/// A SQL timestamp literal for a time in microseconds.
+/// A SQL literal of the lake's timestamp type (microseconds, UTC) for a time in microseconds.
+/// Not `TIMESTAMP '…'`: DataFusion reads that as nanoseconds, which end in 2262, while the lake
+/// keeps times to 9999.
 pub fn ts_literal(micros: Micros) -> String {
-    let t = DateTime::from_timestamp_micros(micros).expect("time in range");
-    format!("TIMESTAMP '{}'", t.format("%Y-%m-%dT%H:%M:%S%.6fZ"))
+    format!("arrow_cast({micros}, 'Timestamp(µs, \"UTC\")')")
 }
 
 async fn query(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>, BuildError> {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{Datelike, NaiveDate};
 use datafusion::prelude::SessionContext;
-use gpuledger_build::{Declared, balance, declared};
+use gpuledger_build::{Declared, balance, declared, ts_literal};
 use gpuledger_lake::Lake;
 use gpuledger_ledger::journal::Balance as LedgerBalance;
 use gpuledger_query::columns::records;
@@ -102,6 +102,7 @@ fn no_data(utilization: &Utilization, balance: &LedgerBalance, w: &Window) -> Op
 struct Window {
     from: String,
     to: String,
+    span: gpuledger_ledger::time::Span,
 }
 
 impl Window {
@@ -109,14 +110,16 @@ impl Window {
         Self {
             from: week.monday().to_string(),
             to: week.next_monday().to_string(),
+            span: week.span(),
         }
     }
 
     /// `column` within the week.
     fn filter(&self, column: &str) -> String {
         format!(
-            "{column} >= TIMESTAMP '{}T00:00:00Z' AND {column} < TIMESTAMP '{}T00:00:00Z'",
-            self.from, self.to
+            "{column} >= {} AND {column} < {}",
+            ts_literal(self.span.start),
+            ts_literal(self.span.end)
         )
     }
 
