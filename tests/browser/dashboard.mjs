@@ -350,7 +350,8 @@ try {
 
   // At a laptop's 1366 px, no page is wider than the screen.
   await page.setViewportSize({ width: 1366, height: 900 });
-  for (const hash of [`overview?${PERIOD}`, 'budgets', `training?${PERIOD}`, 'reservation', `idle?${PERIOD}`, `unit?${PERIOD}`, 'reports?week=2026-W45']) {
+  for (const hash of [`overview?${PERIOD}`, 'budgets', `training?${PERIOD}`, 'reservation', `idle?${PERIOD}`, `unit?${PERIOD}`, 'reports?week=2026-W45',
+    'value_mapping', `sql?q=${encodeURIComponent('SELECT * FROM team_costs(\'2026-11-01\', \'2026-12-01\')')}`]) {
     await open(page, hash);
     const { wider, past } = await overflow(page);
     assert.ok(wider <= 0, `${hash} is ${wider}px wider than a 1366px screen: ${past.join(', ')}`);
@@ -397,13 +398,15 @@ try {
 
   // A narrow screen: the pages still fit.
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const hash of ['budgets', `training?${PERIOD}`, 'reports?week=2026-W45', `overview?${PERIOD}`]) {
+  for (const hash of ['budgets', `training?${PERIOD}`, 'reports?week=2026-W45', `idle?${PERIOD}`, `unit?${PERIOD}`,
+    'reservation', 'value_mapping', `sql?q=${encodeURIComponent('SELECT * FROM team_costs(\'2026-11-01\', \'2026-12-01\')')}`,
+    `overview?${PERIOD}`]) {
     await open(page, hash);
     const { wider, past } = await overflow(page);
     assert.ok(wider <= 0, `${hash} is ${wider}px wider than a phone: ${past.join(', ')}`);
   }
   await page.screenshot({ path: join(shots, 'overview-phone.png'), fullPage: true });
-  ok('the overview, budgets and training pages fit a 390px-wide screen');
+  ok('every page fits a 390px-wide screen');
 
   assert.deepEqual(problems, []);
   ok('no console errors or exceptions on any page');
