@@ -530,6 +530,8 @@ fn psql_gets_postgres_answers_to_what_clients_send() {
             "SAVEPOINT before_lookup",
             "select to_regtype('integer') = to_regtype('int4') as same, \
              to_regtype('timestamptz') is not null as tz, to_regtype('hstore') is null as no_hstore",
+            // date_trunc(text, timestamp with time zone) is pg_proc's oid 1217, as in PostgreSQL.
+            "select pg_get_function_arguments(1217) as arguments, pg_get_function_result(1217) as result",
             "ROLLBACK TO SAVEPOINT before_lookup",
             "RELEASE SAVEPOINT before_lookup",
             "COMMIT",
@@ -556,6 +558,7 @@ fn psql_gets_postgres_answers_to_what_clients_send() {
          CLOSE CURSOR\n\
          SAVEPOINT\n\
          same|tz|no_hstore\nt|t|t\n(1 row)\n\
+         arguments|result\ntext, timestamp with time zone|timestamp with time zone\n(1 row)\n\
          ROLLBACK\n\
          RELEASE\n\
          COMMIT\n"

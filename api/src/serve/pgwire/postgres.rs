@@ -13,8 +13,8 @@
 //!   kept like a `SET`;
 //! - functions clients call while looking around: `version()`, `pg_is_in_recovery()` (false:
 //!   there is no standby), `obj_description`, `col_description` and `shobj_description` (NULL:
-//!   no object has a comment), `pg_get_function_result(oid)` and `pg_function_is_visible(oid)`
-//!   over `pg_proc` (pgJDBC's `getFunctions` asks for both), `to_regtype(name)` over `pg_type`
+//!   no object has a comment), `pg_get_function_result(oid)`, `pg_get_function_arguments(oid)`
+//!   and `pg_function_is_visible(oid)` over `pg_proc` (pgJDBC's `getFunctions` asks for both), `to_regtype(name)` over `pg_type`
 //!   (psycopg's type lookups, SQLAlchemy's start-up).
 
 use std::collections::HashMap;
@@ -109,11 +109,14 @@ pub fn register_functions(ctx: &SessionContext) {
     }
 }
 
-/// `pg_get_function_result(oid)` and `pg_function_is_visible(oid)` for the functions of
-/// `pg_catalog.pg_proc`, and `to_regtype(name)` for the types of `pg_catalog.pg_type` (the same
-/// for every session: read once).
+/// `pg_get_function_result(oid)`, `pg_get_function_arguments(oid)` and
+/// `pg_function_is_visible(oid)` for the functions of `pg_catalog.pg_proc`, and
+/// `to_regtype(name)` for the types of `pg_catalog.pg_type` (the same for every session: read
+/// once).
 pub async fn register_catalog_functions(ctx: &SessionContext) -> Result<(), QueryError> {
     static FUNCTIONS: tokio::sync::OnceCell<Arc<HashMap<String, String>>> =
+        tokio::sync::OnceCell::const_new();
+    static ARGUMENTS: tokio::sync::OnceCell<Arc<HashMap<String, String>>> =
         tokio::sync::OnceCell::const_new();
     static TYPES: tokio::sync::OnceCell<Arc<HashMap<String, String>>> =
         tokio::sync::OnceCell::const_new();
@@ -138,10 +141,44 @@ pub async fn register_catalog_functions(ctx: &SessionContext) -> Result<(), Quer
             )
         })
         .await?;
+    // A function's argument types by name, from its `proargtypes` (type oids, space-separated).
+    let arguments = ARGUMENTS
+        .get_or_try_init(|| async {
+            let names = catalog_map(
+                ctx,
+                "SELECT CAST(t.oid AS VARCHAR), CAST(format_type(t.oid, NULL) AS VARCHAR) \
+                 FROM pg_catalog.pg_type t",
+            )
+            .await?;
+            let argument_types = catalog_map(
+                ctx,
+                "SELECT CAST(p.oid AS VARCHAR), CAST(p.proargtypes AS VARCHAR) \
+                 FROM pg_catalog.pg_proc p",
+            )
+            .await?;
+            let arguments = argument_types
+                .iter()
+                .map(|(function, types)| {
+                    let named: Vec<&str> = types
+                        .split_whitespace()
+                        .map(|oid| names.get(oid).map_or(oid, String::as_str))
+                        .collect();
+                    (function.clone(), named.join(", "))
+                })
+                .collect();
+            Ok::<_, QueryError>(Arc::new(arguments))
+        })
+        .await?;
     let text = |value: &str| ScalarValue::Utf8(Some(value.to_string()));
     ctx.register_udf(ScalarUDF::new_from_impl(Lookup {
         name: "pg_get_function_result",
         entries: Arc::clone(functions),
+        answer: text,
+        missing: ScalarValue::Utf8(None),
+    }));
+    ctx.register_udf(ScalarUDF::new_from_impl(Lookup {
+        name: "pg_get_function_arguments",
+        entries: Arc::clone(arguments),
         answer: text,
         missing: ScalarValue::Utf8(None),
     }));
