@@ -312,10 +312,13 @@ fn a_team_token_sees_its_rows_only_and_nothing_but_queries_runs() {
             &[
                 "\\pset tuples_only on",
                 "select count(*) from information_schema.tables where table_name = 'billing_lines'",
-                "select count(*) from pg_catalog.pg_tables where tablename = 'billing_lines'"
+                "select count(*) from pg_catalog.pg_tables where tablename = 'billing_lines'",
+                // The columns view (PostgreSQL's type names) reads through the same catalog.
+                "select count(*) from information_schema.columns where table_name = 'billing_lines'",
+                "select count(*) > 0 from information_schema.columns where table_name = 'gpu_hours'"
             ]
         ),
-        "0\n0\n"
+        "0\n0\n0\nt\n"
     );
     // A team's tables are views of its rows.
     let views = psql_ok(&server, &nlp, &["\\dv"]);
@@ -515,6 +518,11 @@ fn psql_gets_postgres_answers_to_what_clients_send() {
             // The worked example's first GPU-hour is 2026-11-02 00:00 UTC, a Monday of ISO week 45.
             "select to_char(min(hour), 'YYYY-MM-DD HH24:MI') as pg, to_char(min(hour), 'FMDay \"week\" IW') as words, \
              to_char(min(hour), '%Y/%m/%d') as chrono from gpu_hours",
+            // information_schema.columns names PostgreSQL's types and counts columns from 1,
+            // under any alias.
+            "select c.column_name, c.ordinal_position, c.data_type from information_schema.columns c \
+             where c.table_name = 'cost_entries' and c.column_name in ('day', 'team', 'amount') \
+             order by c.ordinal_position",
             // set_config keeps a setting for the connection, as SET does (pg_dump sends it).
             "select set_config('application_name', 'ledger-notebook', false)",
             "select current_setting('application_name') as now_named",
@@ -547,6 +555,8 @@ fn psql_gets_postgres_answers_to_what_clients_send() {
          cu|session_user|user\nanalyst|analyst|analyst\n(1 row)\n\
          standby|no_comment|no_column_comment\nf|t|t\n(1 row)\n\
          pg|words|chrono\n2026-11-02 00:00|Monday week 45|2026/11/02\n(1 row)\n\
+         column_name|ordinal_position|data_type\nday|1|timestamp with time zone\nteam|2|text\n\
+         amount|6|numeric\n(3 rows)\n\
          set_config\nledger-notebook\n(1 row)\n\
          now_named\nledger-notebook\n(1 row)\n\
          application_name\nledger-notebook\n(1 row)\n\

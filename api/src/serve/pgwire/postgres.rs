@@ -329,7 +329,8 @@ impl ScalarUDFImpl for Constant {
 }
 
 /// Rewrites what the connection answers itself: `current_setting(…)` and the user registers
-/// become literals (a bare call in a select list keeps PostgreSQL's column name).
+/// become literals (a bare call in a select list keeps PostgreSQL's column name), and
+/// `information_schema.columns` reads with PostgreSQL's type names.
 pub fn rewrite(
     statement: &mut Statement,
     client: &HashMap<String, String>,
@@ -385,8 +386,77 @@ fn literal(value: Option<String>) -> Expr {
     })
 }
 
+/// `information_schema.columns` as PostgreSQL clients read it: DataFusion's rows, with
+/// `data_type` a PostgreSQL type name (`timestamp with time zone`, not `Timestamp(µs, "UTC")`)
+/// and `ordinal_position` counted from 1. It reads DataFusion's own view by its three-part name,
+/// which [`Rewriter`] leaves alone.
+const INFORMATION_SCHEMA_COLUMNS: &str = "SELECT * FROM (SELECT table_catalog, table_schema, \
+     table_name, column_name, ordinal_position + 1 AS ordinal_position, column_default, \
+     is_nullable, CASE \
+       WHEN data_type IN ('Utf8', 'LargeUtf8', 'Utf8View') THEN 'text' \
+       WHEN data_type = 'Boolean' THEN 'boolean' \
+       WHEN data_type = 'Int16' THEN 'smallint' \
+       WHEN data_type = 'Int32' THEN 'integer' \
+       WHEN data_type = 'Int64' THEN 'bigint' \
+       WHEN data_type = 'Float32' THEN 'real' \
+       WHEN data_type = 'Float64' THEN 'double precision' \
+       WHEN data_type LIKE 'Decimal%' THEN 'numeric' \
+       WHEN data_type LIKE 'Timestamp(%,%' THEN 'timestamp with time zone' \
+       WHEN data_type LIKE 'Timestamp(%' THEN 'timestamp without time zone' \
+       WHEN data_type = 'Date32' THEN 'date' \
+       WHEN data_type IN ('Binary', 'LargeBinary', 'BinaryView') THEN 'bytea' \
+       WHEN data_type LIKE 'List(%' OR data_type LIKE 'LargeList(%' THEN 'ARRAY' \
+       ELSE 'USER-DEFINED' END AS data_type, \
+     character_maximum_length, character_octet_length, numeric_precision, \
+     numeric_precision_radix, numeric_scale, datetime_precision, interval_type \
+     FROM gpuledger.information_schema.columns) AS columns";
+
+/// The derived table that stands for `information_schema.columns`, under `alias` (else
+/// `columns`).
+fn information_schema_columns(alias: Option<ast::TableAlias>) -> ast::TableFactor {
+    let parsed = datafusion::sql::sqlparser::parser::Parser::parse_sql(
+        &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+        INFORMATION_SCHEMA_COLUMNS,
+    )
+    .expect("the view parses");
+    let Some(Statement::Query(query)) = parsed.into_iter().next() else {
+        unreachable!("the view is a query");
+    };
+    let SetExpr::Select(select) = *query.body else {
+        unreachable!("the view is a select");
+    };
+    let mut factor = select.from.into_iter().next().expect("one table").relation;
+    if let (ast::TableFactor::Derived { alias: derived, .. }, Some(alias)) = (&mut factor, alias) {
+        *derived = Some(alias);
+    }
+    factor
+}
+
+/// Whether `name` is `information_schema.columns` (two parts: DataFusion's own, three-part
+/// name is what the view reads).
+fn is_information_schema_columns(name: &ast::ObjectName) -> bool {
+    let parts: Option<Vec<String>> = name
+        .0
+        .iter()
+        .map(|part| part.as_ident().map(|i| i.value.to_lowercase()))
+        .collect();
+    parts.is_some_and(|parts| parts == ["information_schema", "columns"])
+}
+
 impl VisitorMut for Rewriter<'_> {
     type Break = QueryError;
+
+    fn pre_visit_table_factor(
+        &mut self,
+        table_factor: &mut ast::TableFactor,
+    ) -> ControlFlow<QueryError> {
+        if let ast::TableFactor::Table { name, alias, .. } = table_factor
+            && is_information_schema_columns(name)
+        {
+            *table_factor = information_schema_columns(alias.take());
+        }
+        ControlFlow::Continue(())
+    }
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<QueryError> {
         if let SetExpr::Select(select) = query.body.as_mut() {
