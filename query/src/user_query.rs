@@ -69,9 +69,57 @@ async fn plan_here(ctx: &SessionContext, sql: &str) -> Result<LogicalPlan, Query
     if let DfStatement::Statement(statement) = &statement {
         sandbox::check_setting(statement)?;
     }
-    let plan = state.statement_to_plan(statement).await?;
+    let plan = state
+        .statement_to_plan(statement)
+        .await
+        .map_err(|error| with_table_suggestion(ctx, error))?;
     refuse_unless_read_only(&plan)?;
     Ok(plan)
+}
+
+/// A planning error, with the nearest table of the session when a name is not found: "table
+/// 'gpuledger.public.gpu_hour' not found; did you mean 'gpu_hours'?". Only the session's own
+/// tables are offered, so a team's token is never told of a table it cannot read.
+pub fn with_table_suggestion(ctx: &SessionContext, error: DataFusionError) -> DataFusionError {
+    use datafusion::common::utils::datafusion_strsim::levenshtein;
+    let DataFusionError::Plan(message) = error.find_root() else {
+        return error;
+    };
+    let Some((name, _)) = message
+        .strip_prefix("table '")
+        .and_then(|rest| rest.split_once("' not found"))
+    else {
+        return error;
+    };
+    let wanted = name.rsplit('.').next().unwrap_or(name).to_lowercase();
+    // Close enough to be a typo: a few edits, fewer for short names.
+    let reach = (wanted.chars().count() / 3).clamp(1, 3);
+    let mut nearest: Option<(usize, String)> = None;
+    for catalog in ctx.catalog_names() {
+        let Some(catalog) = ctx.catalog(&catalog) else {
+            continue;
+        };
+        for schema_name in catalog.schema_names() {
+            let Some(schema) = catalog.schema(&schema_name) else {
+                continue;
+            };
+            for table in schema.table_names() {
+                let distance = levenshtein(&wanted, &table.to_lowercase());
+                let shown = if schema_name == "public" {
+                    table
+                } else {
+                    format!("{schema_name}.{table}")
+                };
+                if distance <= reach && nearest.as_ref().is_none_or(|(best, _)| distance < *best) {
+                    nearest = Some((distance, shown));
+                }
+            }
+        }
+    }
+    match nearest {
+        Some((_, table)) => DataFusionError::Plan(format!("{message}; did you mean '{table}'?")),
+        None => error,
+    }
 }
 
 /// A parser error, with the parser's recursion limit said as a statement too complex.

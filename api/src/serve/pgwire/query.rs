@@ -197,10 +197,10 @@ async fn plan_statement(
 ) -> Result<LogicalPlan, QueryError> {
     let ctx = Arc::clone(&session.ctx);
     runtime::run(|_| async move {
-        Ok(ctx
-            .state()
+        ctx.state()
             .statement_to_plan(DfStatement::Statement(Box::new(statement)))
-            .await?)
+            .await
+            .map_err(|error| user_query::with_table_suggestion(&ctx, error).into())
     })
     .await
 }
