@@ -107,6 +107,27 @@ fn costs_by_window_and_dimension() {
         assert_group(&groups["llama-3-8b"], 19.2, 12.0, 12.0);
         assert_group(&groups["__unallocated__"], 9.6, 6.0, 6.0);
 
+        // Any attribution label the ledger keeps, as label:<key>, to group and to filter:
+        // vision's run is training (6 GPU-hours, 9.60), nlp's serving inference (12, 19.20).
+        let (status, body) = server.get(
+            &reader,
+            "/v1/costs?from=2026-11-01&to=2026-12-01&aggregate=label:workload_type&filter=team:nlp,team:vision",
+        );
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["aggregate"], serde_json::json!(["workload_type"]));
+        let groups = body["windows"][0]["groups"].as_object().unwrap();
+        let names: Vec<&str> = groups.keys().map(String::as_str).collect();
+        assert_eq!(names, ["inference", "training"]);
+        assert_group(&groups["inference"], 19.2, 12.0, 12.0);
+        assert_group(&groups["training"], 9.6, 6.0, 6.0);
+        let (status, body) = server.get(
+            &reader,
+            "/v1/costs?from=2026-11-01&to=2026-12-01&aggregate=team&filter=label:workload_type:training",
+        );
+        assert_eq!(status, 200, "{body}");
+        let groups = body["windows"][0]["groups"].as_object().unwrap();
+        assert_eq!(groups.keys().collect::<Vec<_>>(), ["vision"]);
+
         // Absurd windows are fine: only windows with costs are listed.
         let (status, body) = server.get(
             &reader,
@@ -147,7 +168,11 @@ fn costs_by_window_and_dimension() {
             ),
             (
                 "from=2026-11-01&to=2026-12-01&aggregate=colour",
-                "aggregate: 'colour' is not one of cluster, node, team, namespace, workload, model, cost_center",
+                "aggregate: 'colour' is not one of cluster, node, team, namespace, workload, model, cost_center, environment, workload_type, or label:<key>",
+            ),
+            (
+                "from=2026-11-01&to=2026-12-01&aggregate=label:app",
+                "aggregate: 'label:app': the ledger keeps the attribution labels model, cost_center, environment, workload_type",
             ),
             (
                 "from=2026-11-01&to=2026-12-01&step=hour",

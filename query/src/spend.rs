@@ -39,7 +39,7 @@ fn within(column: &str, from: i64, to: i64) -> Expr {
         .and(col(column).lt(instant(to)))
 }
 
-/// `gpu_hours` with each row's workload labels (`model`, `cost_center`) from `allocations`.
+/// `gpu_hours` with each row's workload labels ([`LABEL_DIMENSIONS`]) from `allocations`.
 async fn with_workload_labels(
     ctx: &SessionContext,
     hours: DataFrame,
@@ -50,18 +50,21 @@ async fn with_workload_labels(
         .await?
         .aggregate(
             keys.iter().map(|k| col(*k)).collect(),
-            vec![
-                max(col("model")).alias("model"),
-                max(col("cost_center")).alias("cost_center"),
-            ],
+            LABEL_DIMENSIONS
+                .iter()
+                .map(|label| max(col(*label)).alias(*label))
+                .collect(),
         )?
-        .select(vec![
-            col("cluster").alias("label_cluster"),
-            col("namespace").alias("label_namespace"),
-            col("workload").alias("label_workload"),
-            col("model"),
-            col("cost_center"),
-        ])?;
+        .select(
+            vec![
+                col("cluster").alias("label_cluster"),
+                col("namespace").alias("label_namespace"),
+                col("workload").alias("label_workload"),
+            ]
+            .into_iter()
+            .chain(LABEL_DIMENSIONS.iter().map(|label| col(*label)))
+            .collect::<Vec<_>>(),
+        )?;
     Ok(hours.join(
         labels,
         JoinType::Left,
@@ -178,7 +181,7 @@ pub async fn covered_until(
 }
 
 /// The dimensions `/v1/costs` aggregates and filters by.
-pub const COST_DIMENSIONS: [&str; 7] = [
+pub const COST_DIMENSIONS: [&str; 9] = [
     "cluster",
     "node",
     "team",
@@ -186,10 +189,13 @@ pub const COST_DIMENSIONS: [&str; 7] = [
     "workload",
     "model",
     "cost_center",
+    "environment",
+    "workload_type",
 ];
 
-/// Dimensions that come from the workload's labels rather than from `gpu_hours` itself.
-const LABEL_DIMENSIONS: [&str; 2] = ["model", "cost_center"];
+/// Dimensions that come from the workload's attribution labels (kept on its allocations)
+/// rather than from `gpu_hours` itself; `/v1/costs` takes them as `label:<key>` too.
+pub const LABEL_DIMENSIONS: [&str; 4] = ["model", "cost_center", "environment", "workload_type"];
 
 /// How long a `/v1/costs` window is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

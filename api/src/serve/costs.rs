@@ -13,7 +13,8 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, NaiveDate, Utc};
 use gpuledger_ledger::budget::Month;
 use gpuledger_query::spend::{
-    COST_DIMENSIONS, CostRow, CostsQuery, Step, costs as cost_rows, table_function_rows,
+    COST_DIMENSIONS, CostRow, CostsQuery, LABEL_DIMENSIONS, Step, costs as cost_rows,
+    table_function_rows,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -135,14 +136,16 @@ pub struct CostsParams {
     #[param(example = "2026-12-01")]
     pub to: String,
     /// Comma-separated dimensions to group by: cluster, node, team, namespace, workload, model,
-    /// cost_center. Default team.
+    /// cost_center, environment, workload_type; an attribution label also as `label:<key>`.
+    /// Default team.
     #[param(example = "team,namespace")]
     pub aggregate: Option<String>,
     /// day (default), week (ISO, from Monday) or month.
     #[param(example = "day")]
     pub step: Option<String>,
     /// Comma-separated `dimension:value` pairs; values of one dimension are alternatives, and
-    /// every dimension named must match, e.g. `team:nlp,team:vision,namespace:ml`.
+    /// every dimension named must match, e.g. `team:nlp,team:vision,namespace:ml` or
+    /// `label:workload_type:training`.
     #[param(example = "team:nlp")]
     pub filter: Option<String>,
 }
@@ -186,13 +189,25 @@ pub struct CostsView {
     pub windows: Vec<CostWindow>,
 }
 
+/// A dimension by its name, or an attribution label as `label:<key>` (the labels the ledger
+/// keeps on allocations).
 fn dimension(parameter: &str, name: &str) -> Result<String, ApiError> {
     let name = name.trim();
+    if let Some(key) = name.strip_prefix("label:") {
+        return if LABEL_DIMENSIONS.contains(&key) {
+            Ok(key.to_string())
+        } else {
+            Err(ApiError::BadRequest(format!(
+                "{parameter}: '{name}': the ledger keeps the attribution labels {}",
+                LABEL_DIMENSIONS.join(", ")
+            )))
+        };
+    }
     if COST_DIMENSIONS.contains(&name) {
         Ok(name.to_string())
     } else {
         Err(ApiError::BadRequest(format!(
-            "{parameter}: '{name}' is not one of {}",
+            "{parameter}: '{name}' is not one of {}, or label:<key>",
             COST_DIMENSIONS.join(", ")
         )))
     }
@@ -225,12 +240,21 @@ fn costs_query(params: &CostsParams) -> Result<CostsQuery, ApiError> {
         .split(',')
         .filter(|p| !p.trim().is_empty())
     {
-        let Some((name, value)) = pair.split_once(':') else {
+        // `label:<key>:<value>` names its dimension in two parts.
+        let split = match pair.trim().strip_prefix("label:") {
+            Some(rest) => rest
+                .split_once(':')
+                .map(|(key, value)| (format!("label:{key}"), value)),
+            None => pair
+                .split_once(':')
+                .map(|(name, value)| (name.to_string(), value)),
+        };
+        let Some((name, value)) = split else {
             return Err(ApiError::BadRequest(format!(
                 "filter: '{pair}' is not dimension:value, e.g. team:nlp"
             )));
         };
-        let name = dimension("filter", name)?;
+        let name = dimension("filter", &name)?;
         let value = value.trim().to_string();
         match filters.iter_mut().find(|(n, _)| *n == name) {
             Some((_, values)) => values.push(value),
