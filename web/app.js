@@ -125,6 +125,7 @@ async function route() {
   const ctx = {
     params,
     period,
+    builtThrough: (await status)?.built_through,
     me: who,
     navigate,
     reload: route,

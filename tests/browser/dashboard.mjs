@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { topN } from '../../web/lib/top.js';
+import { elapsed } from '../../web/lib/period.js';
 
 const base = process.env.GPULEDGER_URL;
 const admin = process.env.ADMIN_TOKEN;
@@ -347,6 +348,16 @@ try {
   assert.deepEqual([cut[20].workload, cut[20].cost, cut[20].gpu_hours, cut[20]._other], ['25 other workloads', 325, 50, true]);
   assert.equal(cut.reduce((sum, r) => sum + r.cost, 0), (45 * 46) / 2);
   ok('long lists keep the 20 largest and one "other" row whose figures sum the rest');
+
+  // Run rates count the days the ledger holds: on 20 November with the ledger built through
+  // 2 November, November's forecast runs on 2 days, not 19 (nor on future days).
+  const november = { from: '2026-11-01', to: '2026-12-01' };
+  const on20th = Date.UTC(2026, 10, 20);
+  assert.deepEqual(elapsed(november, '2026-11-02', on20th), { total: 30, past: 2 });
+  assert.deepEqual(elapsed(november, '2026-11-25', on20th), { total: 30, past: 19 });
+  assert.deepEqual(elapsed(november, undefined, on20th), { total: 30, past: 19 });
+  assert.deepEqual(elapsed(november, '2026-12-31', Date.UTC(2027, 0, 5)), { total: 30, past: 30 });
+  ok('run-rate forecasts count only the days the ledger holds, never partial or future ones');
 
   // At a laptop's 1366 px, no page is wider than the screen.
   await page.setViewportSize({ width: 1366, height: 900 });

@@ -40,11 +40,15 @@ export function defaultPeriod(builtThrough, today = iso(new Date())) {
   return lastDays(30, builtThrough < today ? builtThrough : today);
 }
 
-/** Days in the period, and of those, the days already past (for run-rate forecasts). */
-export function elapsed({ from, to }) {
+/**
+ * Days in the period, and of those, the days the ledger holds (for run-rate forecasts): up to
+ * now, and no further than the last day built (`builtThrough`, a date), since the ledger keeps
+ * costs per day — a day still being built, or a future one, would dilute the rate.
+ */
+export function elapsed({ from, to }, builtThrough, now = Date.now()) {
   const total = (utc(to) - utc(from)) / 86_400_000;
-  const now = Date.now();
-  const past = Math.min(total, Math.max(0, (now - utc(from)) / 86_400_000));
+  const held = DAY.test(builtThrough || '') ? utc(builtThrough).getTime() + 86_400_000 : now;
+  const past = Math.min(total, Math.max(0, (Math.min(now, held) - utc(from)) / 86_400_000));
   return { total, past };
 }
 

@@ -151,9 +151,9 @@ async function budgetsOrNull(period) {
   })));
 }
 
-/** Spend → end-of-period forecast at the period's run rate so far. */
-function runRate(spend, period) {
-  const { total, past } = elapsed(period);
+/** Spend → end-of-period forecast at the run rate over the days the ledger holds. */
+function runRate(spend, period, builtThrough) {
+  const { total, past } = elapsed(period, builtThrough);
   return past > 0 && past < total ? (spend / past) * total : spend;
 }
 
@@ -178,7 +178,7 @@ function balanceCard(period) {
     body);
 }
 
-export default async function overview({ period, me, params, navigate }) {
+export default async function overview({ period, me, params, navigate, builtThrough }) {
   const scoped = Boolean(me.team);
   const budgets = await budgetsOrNull(period);
   const tiles = h('div', { class: 'tiles', id: 'totals' });
@@ -190,7 +190,7 @@ export default async function overview({ period, me, params, navigate }) {
       const status = budget && budget.status;
       return {
         ...r,
-        forecast: status && status.forecast != null ? status.forecast : runRate(r.total_cost, period),
+        forecast: status && status.forecast != null ? status.forecast : runRate(r.total_cost, period, builtThrough),
         budget: budget ? budget.spec.amount : null,
         percent_used: status ? status.percent_used / 100 : null,
         _budget: budget,
@@ -258,7 +258,7 @@ export default async function overview({ period, me, params, navigate }) {
       tile(scoped ? `Team ${me.team}` : 'Teams', format(teamTotal, 'money'), { name: 'team-total', href: queryLink(teamCostsQuery(period)) }),
       scoped ? null : tile('Unallocated', format(idleTotal, 'money'), { name: 'unallocated-total', href: queryLink(unallocatedQuery(period)) }),
       scoped ? null : tile('Total', format(teamTotal + idleTotal, 'money'), { name: 'total' }),
-      tile('Forecast (run rate)', format(runRate(teamTotal + idleTotal, period), 'money'), { name: 'forecast' }),
+      tile('Forecast (run rate)', format(runRate(teamTotal + idleTotal, period, builtThrough), 'money'), { name: 'forecast' }),
     ].filter(Boolean));
     tiles.querySelector('[data-figure="team-total"]').dataset.value = teamTotal;
   });
