@@ -414,18 +414,22 @@ const INFORMATION_SCHEMA_COLUMNS: &str = "SELECT * FROM (SELECT table_catalog, t
 /// The derived table that stands for `information_schema.columns`, under `alias` (else
 /// `columns`).
 fn information_schema_columns(alias: Option<ast::TableAlias>) -> ast::TableFactor {
-    let parsed = datafusion::sql::sqlparser::parser::Parser::parse_sql(
-        &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
-        INFORMATION_SCHEMA_COLUMNS,
-    )
-    .expect("the view parses");
-    let Some(Statement::Query(query)) = parsed.into_iter().next() else {
-        unreachable!("the view is a query");
-    };
-    let SetExpr::Select(select) = *query.body else {
-        unreachable!("the view is a select");
-    };
-    let mut factor = select.from.into_iter().next().expect("one table").relation;
+    // Parsed once per process; each reference takes a copy.
+    static VIEW: std::sync::LazyLock<ast::TableFactor> = std::sync::LazyLock::new(|| {
+        let parsed = datafusion::sql::sqlparser::parser::Parser::parse_sql(
+            &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+            INFORMATION_SCHEMA_COLUMNS,
+        )
+        .expect("the view parses");
+        let Some(Statement::Query(query)) = parsed.into_iter().next() else {
+            unreachable!("the view is a query");
+        };
+        let SetExpr::Select(select) = *query.body else {
+            unreachable!("the view is a select");
+        };
+        select.from.into_iter().next().expect("one table").relation
+    });
+    let mut factor = VIEW.clone();
     if let (ast::TableFactor::Derived { alias: derived, .. }, Some(alias)) = (&mut factor, alias) {
         *derived = Some(alias);
     }
