@@ -359,3 +359,53 @@ fn an_export_without_mandatory_columns_says_which_it_lacks() {
         "{body}"
     );
 }
+
+/// The provider-native samples land through the binary as FOCUS lines, once; a later delivery
+/// of the same account and billing period (AWS's month-to-date CUR, here the sample's first 100
+/// lines again as a new file) replaces the whole earlier one.
+#[test]
+fn provider_native_bills_land_once_and_a_redelivery_replaces_its_period() {
+    let (Some(cur), Some(ea)) = (
+        shared("focus_converters/sample-anonymous-aws-export-dataset.csv"),
+        shared("focus_converters/sample-anonymous-ea-export-dataset.csv"),
+    ) else {
+        return;
+    };
+    for ledger in ledgers() {
+        let out = ledger.ingest_ok("aws-cur", &cur, &[]);
+        assert!(out.contains("landed 1281 rows into billing_lines"), "{out}");
+        let out = ledger.ingest_ok("azure-ea", &ea, &[]);
+        assert!(out.contains("landed 27 rows into billing_lines"), "{out}");
+        let by_currency = "select billing_currency, cast(sum(billed_cost) as varchar) as billed, \
+                           cast(sum(effective_cost) as varchar) as effective, count(*) as n \
+                           from billing_lines group by 1 order by 1";
+        // Python's decimal module on the files: AWS 1.6823086974 (USD); Azure 1.261369265057
+        // (CAD) once its two values beyond 12 decimals are rounded half to even.
+        assert_eq!(
+            ledger.sql(by_currency),
+            [
+                json!({"billing_currency": "CAD", "billed": "1.261369265057", "effective": "1.261369265057", "n": 27}),
+                json!({"billing_currency": "USD", "billed": "1.682308697400", "effective": "1.682308697400", "n": 1281}),
+            ],
+            "[{}]",
+            ledger.backend
+        );
+        let again = ledger.ingest_ok("aws-cur", &cur, &[]);
+        assert!(again.contains("nothing changed"), "{again}");
+
+        let text = std::fs::read_to_string(&cur).unwrap();
+        let partial: String = text.lines().take(101).map(|l| format!("{l}\n")).collect();
+        let redelivery = ledger.dir.path().join("cur-redelivered.csv");
+        std::fs::write(&redelivery, partial).unwrap();
+        let out = ledger.ingest_ok("aws-cur", &redelivery, &[]);
+        assert!(
+            out.contains("landed 100 rows into billing_lines")
+                && out.contains("restated: 1281 rows of an earlier delivery"),
+            "{out}"
+        );
+        let usd = "select count(*) as n from billing_lines where billing_currency = 'USD'";
+        assert_eq!(ledger.sql(usd)[0]["n"], 100);
+        let cad = "select count(*) as n from billing_lines where billing_currency = 'CAD'";
+        assert_eq!(ledger.sql(cad)[0]["n"], 27);
+    }
+}

@@ -277,7 +277,7 @@ pub enum LedgerCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct IngestArgs {
-    /// dcgm (dcgm-exporter text), focus (FOCUS CSV/Parquet), tokens (gateway JSON), events (scheduler events).
+    /// dcgm (dcgm-exporter text), focus (FOCUS CSV/Parquet), aws-cur (AWS Cost and Usage Report, legacy CSV), azure-ea (Azure EA cost export CSV), tokens (gateway JSON), events (scheduler events).
     #[arg(value_parser = parse_source)]
     pub source: Source,
 

@@ -34,6 +34,7 @@ use crate::record::{ParseContext, Sink};
 
 mod columns;
 mod csv_file;
+mod native;
 mod parquet_file;
 mod rows;
 #[cfg(test)]
@@ -41,6 +42,7 @@ mod tests;
 mod values;
 
 use csv_file::parse_csv;
+pub use native::Native;
 use parquet_file::parse_parquet;
 
 /// The key in `extra_columns` under which values that broke their FOCUS format are kept, as an
@@ -89,6 +91,18 @@ pub fn parse(
         input.read_to_end(&mut head).map_err(read_error)?;
         parse_parquet(Bytes::from(head), ctx, sink)
     } else {
-        parse_csv(head.as_slice().chain(input), ctx, sink)
+        parse_csv(head.as_slice().chain(input), ctx, sink, None)
     }
+}
+
+/// Reads a provider-native bill (CSV: AWS legacy CUR, Azure EA) into `billing_lines` as FOCUS
+/// ([`native`] has the mapping); its lines then follow the FOCUS rules as [`parse`]'s do. A
+/// header that is not `native`'s is an [`IngestError::Format`] naming the columns it lacks.
+pub fn parse_native(
+    input: &mut dyn BufRead,
+    ctx: &ParseContext,
+    sink: &mut dyn Sink,
+    native: Native,
+) -> Result<FocusStats, IngestError> {
+    parse_csv(input, ctx, sink, Some(native))
 }

@@ -37,11 +37,15 @@ use crate::error::IngestError;
 use crate::record::{ParseContext, Sink, strict_stop};
 use crate::{dcgm, events, focus, remote_write, tokens};
 
-/// The kinds of input: the four file formats, and Prometheus remote-write (HTTP only).
+/// The kinds of input: the file formats, and Prometheus remote-write (HTTP only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     Dcgm,
     Focus,
+    /// An AWS Cost and Usage Report (legacy CSV), landed as FOCUS.
+    AwsCur,
+    /// An Azure Enterprise Agreement cost export, landed as FOCUS.
+    AzureEa,
     Tokens,
     Events,
     /// A snappy-compressed protobuf `WriteRequest`; lands like dcgm.
@@ -66,16 +70,31 @@ struct Parsed {
 
 impl Source {
     /// The file formats `gpuledger ingest` and `POST /v1/ingest/{source}` take.
-    pub const ALL: [Source; 4] = [Source::Dcgm, Source::Focus, Source::Tokens, Source::Events];
+    pub const ALL: [Source; 6] = [
+        Source::Dcgm,
+        Source::Focus,
+        Source::AwsCur,
+        Source::AzureEa,
+        Source::Tokens,
+        Source::Events,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Source::Dcgm => "dcgm",
             Source::Focus => "focus",
+            Source::AwsCur => "aws-cur",
+            Source::AzureEa => "azure-ea",
             Source::Tokens => "tokens",
             Source::Events => "events",
             Source::RemoteWrite => "remote_write",
         }
+    }
+
+    /// Billing exports, FOCUS or provider-native: they land in `billing_lines`, where a later
+    /// delivery of a billing period replaces the earlier one.
+    pub fn is_billing(self) -> bool {
+        matches!(self, Source::Focus | Source::AwsCur | Source::AzureEa)
     }
 
     /// Runs this source's parser; records are what it read (for dcgm: sample lines).
@@ -103,6 +122,14 @@ impl Source {
                     missing_columns: stats.missing_mandatory_columns,
                     ..records(stats.records_read)
                 }
+            }
+            Source::AwsCur | Source::AzureEa => {
+                let native = if self == Source::AwsCur {
+                    focus::Native::AwsCur
+                } else {
+                    focus::Native::AzureEa
+                };
+                records(focus::parse_native(input, ctx, sink, native)?.records_read)
             }
             Source::Tokens => records(tokens::parse(input, ctx, sink)?.records),
             Source::Events => {
@@ -138,7 +165,11 @@ impl FromStr for Source {
         Source::ALL
             .into_iter()
             .find(|source| source.name() == s)
-            .ok_or_else(|| format!("unknown source '{s}' (expected dcgm, focus, tokens or events)"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown source '{s}' (expected dcgm, focus, aws-cur, azure-ea, tokens or events)"
+                )
+            })
     }
 }
 
@@ -654,7 +685,11 @@ impl Identity {
         // of every dcgm and events input.
         let legacy_at = match options.source {
             Source::Dcgm | Source::Events => Some(options.context.at),
-            Source::Focus | Source::Tokens | Source::RemoteWrite => None,
+            Source::Focus
+            | Source::AwsCur
+            | Source::AzureEa
+            | Source::Tokens
+            | Source::RemoteWrite => None,
         };
         let mut legacy = Sha256::new();
         legacy.update(options_fingerprint(options, legacy_at));

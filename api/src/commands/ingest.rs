@@ -113,7 +113,7 @@ pub fn progress_bar(size: Option<u64>, origin: &str) -> Option<ProgressBar> {
 
 pub fn print_report(report: &IngestReport) {
     match &report.outcome {
-        Outcome::AlreadyIngested { batch_id } if report.source == Source::Focus => {
+        Outcome::AlreadyIngested { batch_id } if report.source.is_billing() => {
             println!(
                 "{}: already ingested as batch {batch_id}, identical to the active delivery: \
                  nothing changed",

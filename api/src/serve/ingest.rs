@@ -70,7 +70,7 @@ pub struct PromWriteParams {
 pub struct IngestResponse {
     /// The batch that landed the input; when `duplicate`, the batch that landed it before.
     pub batch_id: String,
-    /// dcgm, focus, tokens, events or remote_write.
+    /// dcgm, focus, aws-cur, azure-ea, tokens, events or remote_write.
     pub source: String,
     /// The same input (or Idempotency-Key) was ingested before: nothing new landed.
     pub duplicate: bool,
@@ -190,11 +190,13 @@ fn landed_message(report: &IngestReport) -> String {
 
 /// The formats of `POST /v1/ingest/{source}`.
 #[derive(ToSchema)]
-#[schema(rename_all = "lowercase")]
+#[schema(rename_all = "kebab-case")]
 #[allow(dead_code)] // a schema for the OpenAPI document only: the path is parsed as a `Source`
 enum FileSource {
     Dcgm,
     Focus,
+    AwsCur,
+    AzureEa,
     Tokens,
     Events,
 }

@@ -159,23 +159,27 @@ pub(super) const FOCUS_COLUMNS: &[FocusColumn] = &[
 ];
 
 /// Provider-native billing exports that get fed to a FOCUS reader by mistake, each recognised
-/// by a column it always has.
-const NATIVE_FORMATS: &[(&str, &str)] = &[
+/// by a column it always has, and the source that reads it, if one does.
+const NATIVE_FORMATS: &[(&str, &str, Option<&str>)] = &[
     (
         "lineItem/UsageStartDate",
         "an AWS Cost and Usage Report (legacy CUR)",
+        Some("aws-cur"),
     ),
     (
         "line_item_usage_start_date",
         "an AWS Cost and Usage Report 2.0 (Data Exports)",
+        None,
     ),
     (
         "lineItem/intervalUsageStart",
         "an Oracle Cloud (OCI) cost report",
+        None,
     ),
     (
         "CostInBillingCurrency",
         "an Azure Enterprise Agreement (EA) cost export",
+        Some("azure-ea"),
     ),
 ];
 
@@ -187,14 +191,6 @@ pub(super) struct Layout {
 }
 
 impl Layout {
-    /// The input header that fills FOCUS column `index`, if one does.
-    pub(super) fn header_of(&self, index: usize) -> Option<&str> {
-        self.targets
-            .iter()
-            .position(|target| *target == Some(index))
-            .map(|position| self.headers[position].as_str())
-    }
-
     /// Matches a header to the FOCUS columns (a second column for the same FOCUS column goes to
     /// `extra_columns`), or says why the input is not FOCUS. Also returns the FOCUS Mandatory
     /// columns it lacks.
@@ -226,14 +222,19 @@ impl Layout {
         let missing = absent(&[Required, InHeader]);
         if !missing.is_empty() {
             let missing = missing.join(", ");
-            let native = NATIVE_FORMATS.iter().find(|(marker, _)| {
+            let native = NATIVE_FORMATS.iter().find(|(marker, _, _)| {
                 headers
                     .iter()
                     .any(|header| header.trim().eq_ignore_ascii_case(marker))
             });
             let reason = match native {
-                Some((_, kind)) => {
-                    format!("looks like {kind}, not FOCUS: missing mandatory columns {missing}")
+                Some((_, kind, reader)) => {
+                    let hint = reader
+                        .map(|source| format!("; ingest it as `{source}`"))
+                        .unwrap_or_default();
+                    format!(
+                        "looks like {kind}, not FOCUS: missing mandatory columns {missing}{hint}"
+                    )
                 }
                 None => format!("not a FOCUS file: missing mandatory columns {missing}"),
             };

@@ -7,12 +7,15 @@ use crate::error::IngestError;
 use crate::record::{ParseContext, Rejection, Sink};
 
 use super::FocusStats;
+use super::native::{Native, Translation};
 use super::rows::LineWriter;
 
+/// Reads a FOCUS CSV, or with `native` a provider-native bill translated line by line.
 pub(super) fn parse_csv(
     input: impl Read,
     ctx: &ParseContext,
     sink: &mut dyn Sink,
+    native: Option<Native>,
 ) -> Result<FocusStats, IngestError> {
     // Byte records in flexible mode: the csv crate's only errors left are I/O errors.
     let csv_error = |error: csv::Error| IngestError::Read {
@@ -36,7 +39,14 @@ pub(super) fn parse_csv(
             reason,
         });
     }
-    let mut lines = LineWriter::new(headers, ctx)?;
+    let translation = native
+        .map(|native| Translation::new(native, &headers, &ctx.origin))
+        .transpose()?;
+    let header_count = headers.len();
+    let mut lines = match &translation {
+        Some(translation) => LineWriter::translated(translation.headers(), ctx)?,
+        None => LineWriter::new(headers.clone(), ctx)?,
+    };
     let mut record = csv::ByteRecord::new();
     while reader.read_byte_record(&mut record).map_err(csv_error)? {
         let start = record
@@ -45,7 +55,6 @@ pub(super) fn parse_csv(
         let end = reader.position().byte();
         let (raw, line) = reader.get_ref().record(start, end);
         let raw_text = || String::from_utf8_lossy(raw).into_owned();
-        let header_count = lines.layout.headers.len();
         if record.len() != header_count {
             let reason = format!(
                 "has {} fields where the header has {header_count}",
@@ -53,7 +62,7 @@ pub(super) fn parse_csv(
             );
             lines.reject(Rejection::new(line, "(record)", reason, &raw_text()), sink)?;
         } else if let Some(bad) = record.iter().position(|f| std::str::from_utf8(f).is_err()) {
-            let field = lines.layout.headers[bad].clone();
+            let field = headers[bad].clone();
             lines.reject(
                 Rejection::new(line, field, "is not valid UTF-8", &raw_text()),
                 sink,
@@ -74,7 +83,19 @@ pub(super) fn parse_csv(
                     (!null).then_some(text)
                 })
                 .collect();
-            lines.push(line, &fields, &raw_text, sink)?;
+            match &translation {
+                None => lines.push(line, &fields, &raw_text, sink)?,
+                Some(translation) => match translation.record(&fields) {
+                    Ok(translated) => {
+                        let fields: Vec<Option<&str>> =
+                            translated.fields.iter().map(|f| f.as_deref()).collect();
+                        lines.push_labelled(line, &fields, &translated.labels, &raw_text, sink)?;
+                    }
+                    Err((field, reason)) => {
+                        lines.reject(Rejection::new(line, field, reason, &raw_text()), sink)?;
+                    }
+                },
+            }
         }
         reader.get_mut().forget_before(end);
     }

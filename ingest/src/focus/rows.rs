@@ -68,6 +68,9 @@ pub(super) struct LineWriter<'c> {
     source_line: Int64Builder,
     rows: usize,
     stats: FocusStats,
+    /// Whether an input column with no value lands in `extra_columns` as `null` (a FOCUS
+    /// export's own columns) or not at all (the mostly empty columns of a provider-native bill).
+    null_extras: bool,
 }
 
 impl<'c> LineWriter<'c> {
@@ -88,6 +91,19 @@ impl<'c> LineWriter<'c> {
                 missing_mandatory_columns,
                 ..FocusStats::default()
             },
+            null_extras: true,
+        })
+    }
+
+    /// A writer for lines translated from a provider-native bill (`native`): `headers` are the
+    /// translation's FOCUS columns, and empty native columns are left out of `extra_columns`.
+    pub(super) fn translated(
+        headers: Vec<String>,
+        ctx: &'c ParseContext,
+    ) -> Result<Self, IngestError> {
+        Ok(Self {
+            null_extras: false,
+            ..Self::new(headers, ctx)?
         })
     }
 
@@ -100,22 +116,37 @@ impl<'c> LineWriter<'c> {
         raw: &dyn Fn() -> String,
         sink: &mut dyn Sink,
     ) -> Result<(), IngestError> {
+        let labels = std::mem::take(&mut self.layout.headers);
+        let pushed = self.push_labelled(line, fields, &labels, raw, sink);
+        self.layout.headers = labels;
+        pushed
+    }
+
+    /// [`push`](Self::push) with the name each field goes by in rejections and in
+    /// `extra_columns` (`labels`, in header order): the native column a translated value came
+    /// from.
+    pub(super) fn push_labelled<L: AsRef<str>>(
+        &mut self,
+        line: u64,
+        fields: &[Option<&str>],
+        labels: &[L],
+        raw: &dyn Fn() -> String,
+        sink: &mut dyn Sink,
+    ) -> Result<(), IngestError> {
         let mut staged: Vec<Option<Typed>> = vec![None; FOCUS_COLUMNS.len()];
         let mut extra = Map::new();
         let mut invalid = Map::new();
         let mut unlisted = false;
         // (FOCUS column, input header, reason) for the values the ledger cannot do without.
         let mut problems: Vec<(usize, &str, String)> = Vec::new();
-        let inputs = self
-            .layout
-            .headers
-            .iter()
-            .zip(&self.layout.targets)
-            .zip(fields);
+        let inputs = labels.iter().zip(&self.layout.targets).zip(fields);
         for ((header, target), text) in inputs {
+            let header = header.as_ref();
             let text = text.filter(|t| !t.is_empty());
             let Some(index) = *target else {
-                extra.insert(header.clone(), json_text(text));
+                if text.is_some() || self.null_extras {
+                    extra.insert(header.to_string(), json_text(text));
+                }
                 continue;
             };
             let required = FOCUS_COLUMNS[index].presence == Required;
@@ -139,7 +170,7 @@ impl<'c> LineWriter<'c> {
                 }
                 Outcome::Invalid(_) => {
                     invalid.insert(
-                        header.clone(),
+                        header.to_string(),
                         Json::String(text.unwrap_or_default().into()),
                     );
                 }
@@ -153,8 +184,10 @@ impl<'c> LineWriter<'c> {
             {
                 let header = self
                     .layout
-                    .header_of(end)
-                    .unwrap_or(FOCUS_COLUMNS[end].names[0]);
+                    .targets
+                    .iter()
+                    .position(|target| *target == Some(end))
+                    .map_or(FOCUS_COLUMNS[end].names[0], |i| labels[i].as_ref());
                 problems.push((
                     end,
                     header,

@@ -593,12 +593,14 @@ fn provider_native_exports_are_refused_with_what_they_look_like() {
         (
             "focus_converters/sample-anonymous-aws-export-dataset.csv",
             "looks like an AWS Cost and Usage Report (legacy CUR), not FOCUS: missing mandatory \
-             columns ChargePeriodStart, ChargePeriodEnd, BilledCost, EffectiveCost",
+             columns ChargePeriodStart, ChargePeriodEnd, BilledCost, EffectiveCost; ingest it as \
+             `aws-cur`",
         ),
         (
             "focus_converters/sample-anonymous-ea-export-dataset.csv",
             "looks like an Azure Enterprise Agreement (EA) cost export, not FOCUS: missing \
-             mandatory columns ChargePeriodStart, ChargePeriodEnd, BilledCost, EffectiveCost",
+             mandatory columns ChargePeriodStart, ChargePeriodEnd, BilledCost, EffectiveCost; \
+             ingest it as `azure-ea`",
         ),
         (
             "focus_converters/aws-cur.csv",
@@ -1132,4 +1134,383 @@ fn nonsense_currencies_and_backward_periods_are_rejected() {
         .unwrap()
         .as_string::<i32>();
     assert_eq!(currency.value(0), "USD");
+}
+
+// Provider-native bills (`native`): the real AWS CUR and Azure EA samples, then hand-written
+// lines for the cases the samples do not have (commitments, tags, bad values).
+
+const CUR_SAMPLE: &str = "focus_converters/sample-anonymous-aws-export-dataset.csv";
+const EA_SAMPLE: &str = "focus_converters/sample-anonymous-ea-export-dataset.csv";
+
+fn run_native(bytes: &[u8], native: Native) -> (Result<FocusStats, IngestError>, CollectSink) {
+    let mut sink = CollectSink::default();
+    let result = parse_native(&mut &bytes[..], &context(None), &mut sink, native);
+    (result, sink)
+}
+
+fn native_sample(relative: &str, native: Native) -> Option<(FocusStats, RecordBatch)> {
+    let bytes = std::fs::read(shared_data(relative)?).unwrap();
+    let (stats, sink) = run_native(&bytes, native);
+    let stats = stats.unwrap_or_else(|e| panic!("{relative}: {e}"));
+    assert!(sink.rejections.is_empty(), "{:?}", sink.rejections);
+    Some((stats, sink.table(Table::BillingLines)))
+}
+
+fn total(lines: &RecordBatch, column: &str) -> Decimal {
+    Decimal::from_i128_with_scale(sum_units(lines, column), 12)
+}
+
+/// Rows whose `column` is `value`, and the sum of their `billed_cost`.
+fn where_text(lines: &RecordBatch, column: &str, value: &str) -> (usize, Decimal) {
+    let rows: Vec<usize> = (0..lines.num_rows())
+        .filter(|&row| text(lines, column, row).as_deref() == Some(value))
+        .collect();
+    let billed = rows
+        .iter()
+        .filter_map(|&row| amount(lines, "billed_cost", row))
+        .sum();
+    (rows.len(), billed)
+}
+
+/// The AWS sample (1,281 lines of November 2023, month to date): figures worked out with
+/// Python's decimal module on the file (`lineItem/UnblendedCost`: Usage 1.60230869740 in 1,269
+/// lines, Tax 0.08 in 12; every value within 12 decimals, so nothing rounds).
+#[test]
+fn an_aws_cur_lands_as_focus_with_exact_sums() {
+    let Some((stats, lines)) = native_sample(CUR_SAMPLE, Native::AwsCur) else {
+        return;
+    };
+    assert_eq!(
+        (stats.records_read, stats.rows_landed, stats.rejected),
+        (1281, 1281, 0)
+    );
+    assert_eq!(total(&lines, "billed_cost"), decimal("1.682308697400"));
+    // Only Usage and Tax lines: the amortised cost is the unblended cost on each.
+    assert_eq!(total(&lines, "effective_cost"), decimal("1.682308697400"));
+    assert_eq!(
+        where_text(&lines, "charge_category", "Usage"),
+        (1269, decimal("1.60230869740"))
+    );
+    assert_eq!(
+        where_text(&lines, "charge_category", "Tax"),
+        (12, decimal("0.08"))
+    );
+    assert_eq!(
+        where_text(&lines, "service_name", "Amazon Simple Storage Service"),
+        (799, decimal("1.44056535650"))
+    );
+    assert_eq!(
+        where_text(&lines, "service_category", "Storage").0,
+        799 + 15
+    );
+    assert_eq!(
+        where_text(&lines, "charge_frequency", "Usage-Based").0,
+        1269
+    );
+    // One restatement scope: the payer account and the billing period.
+    for row in 0..lines.num_rows() {
+        assert_eq!(
+            text(&lines, "billing_account_id", row).as_deref(),
+            Some("123412340534")
+        );
+        assert_eq!(
+            iso(micros(&lines, "billing_period_start", row)).as_deref(),
+            Some("2023-11-01T00:00:00+00:00")
+        );
+        assert_eq!(
+            text(&lines, "billing_currency", row).as_deref(),
+            Some("USD")
+        );
+        assert_eq!(text(&lines, "provider_name", row).as_deref(), Some("AWS"));
+    }
+    assert_eq!(
+        total(&lines, "consumed_quantity"),
+        decimal("128100.5804537469")
+    );
+    // Line 925: the dearest line, S3 requests on 2023-11-06, its native columns kept.
+    let row = row_of(&lines, 925);
+    assert_eq!(amount(&lines, "billed_cost", row), Some(decimal("0.16641")));
+    assert_eq!(
+        iso(micros(&lines, "charge_period_start", row)).as_deref(),
+        Some("2023-11-06T00:00:00+00:00")
+    );
+    let extra: Json = serde_json::from_str(&text(&lines, "extra_columns", row).unwrap()).unwrap();
+    assert_eq!(extra["lineItem/ProductCode"], "AmazonS3");
+    assert_eq!(
+        extra["lineItem/UsageType"],
+        Json::Null,
+        "read into SkuMeter"
+    );
+    assert!(
+        extra.as_object().unwrap().values().all(|v| !v.is_null()),
+        "empty native columns are left out: {extra}"
+    );
+    assert_eq!(
+        text(&lines, "sku_meter", row).as_deref(),
+        Some("USW2-Requests-Tier3")
+    );
+}
+
+/// The Azure EA sample (27 lines of 2023-09-02, CAD): `CostInBillingCurrency` sums to
+/// 1.26136926505726 exactly; two values have 13+ decimals (6.65679E-09 and 6.19947E-09 round
+/// half to even to 0.000000006657 and 0.000000006199), so 1.261369265057 lands.
+#[test]
+fn an_azure_ea_export_lands_as_focus_with_exact_sums() {
+    let Some((stats, lines)) = native_sample(EA_SAMPLE, Native::AzureEa) else {
+        return;
+    };
+    assert_eq!((stats.records_read, stats.rows_landed), (27, 27));
+    assert_eq!(total(&lines, "billed_cost"), decimal("1.261369265057"));
+    assert_eq!(total(&lines, "effective_cost"), decimal("1.261369265057"));
+    // Spot lines are FOCUS's Dynamic pricing: 3 lines, 0.048259717.
+    assert_eq!(
+        where_text(&lines, "pricing_category", "Dynamic"),
+        (3, decimal("0.048259717"))
+    );
+    assert_eq!(where_text(&lines, "pricing_category", "Standard").0, 24);
+    assert_eq!(
+        where_text(&lines, "region_id", "centralus"),
+        (20, decimal("1.123486868957"))
+    );
+    assert_eq!(
+        where_text(&lines, "service_name", "Virtual Machines"),
+        (7, decimal("0.048259717"))
+    );
+    assert_eq!(where_text(&lines, "service_category", "Networking").0, 12);
+    for row in 0..lines.num_rows() {
+        // EA days are whole, their ends inclusive: FOCUS ends are exclusive.
+        assert_eq!(
+            (
+                iso(micros(&lines, "charge_period_start", row)),
+                iso(micros(&lines, "charge_period_end", row)),
+                iso(micros(&lines, "billing_period_end", row)),
+            ),
+            (
+                Some("2023-09-02T00:00:00+00:00".into()),
+                Some("2023-09-03T00:00:00+00:00".into()),
+                Some("2023-10-01T00:00:00+00:00".into())
+            )
+        );
+        assert_eq!(
+            text(&lines, "billing_currency", row).as_deref(),
+            Some("CAD")
+        );
+        assert_eq!(
+            text(&lines, "billing_account_id", row).as_deref(),
+            Some("12345678")
+        );
+        // The tags' members come without braces: read as the object they are.
+        assert_eq!(
+            text(&lines, "tags", row).as_deref(),
+            Some(r#"{"tagA":"valueA","tagB":"valueB","tagC":"valueC"}"#)
+        );
+    }
+    // Subscription ids are text, even one that is no GUID.
+    assert_eq!(
+        where_text(&lines, "sub_account_id", "f908573f-1142-4b3c-999999999999").0,
+        1
+    );
+}
+
+const CUR_HEADER: &str = "bill/PayerAccountId,bill/BillingPeriodStartDate,bill/BillingPeriodEndDate,\
+lineItem/LineItemType,lineItem/UsageStartDate,lineItem/UsageEndDate,lineItem/ResourceId,\
+lineItem/UnblendedCost,reservation/EffectiveCost,reservation/ReservationARN,\
+reservation/UnusedAmortizedUpfrontFeeForBillingPeriod,reservation/UnusedRecurringFee,\
+savingsPlan/SavingsPlanARN,savingsPlan/SavingsPlanEffectiveCost,resourceTags/user:team,\
+resourceTags/aws:createdBy\n";
+
+/// A month with a reservation and a savings plan, by hand. Billed: the usage the commitments
+/// cover is billed at 0 (RI) or at on-demand and negated (SP); the fees are billed. Effective:
+/// the covered usage carries the commitments' amortised cost, the fees only their unused part.
+#[test]
+fn aws_commitments_are_amortised_by_line_item_type() {
+    let period = "2026-11-01T00:00:00Z,2026-12-01T00:00:00Z";
+    let hour = "2026-11-02T10:00:00Z,2026-11-02T11:00:00Z";
+    let ri = "arn:aws:ec2:us-east-1:1:reserved-instances/r-1";
+    let sp = "arn:aws:savingsplans::1:savingsplan/sp-1";
+    let text_in = format!(
+        "{CUR_HEADER}\
+         111,{period},DiscountedUsage,{hour},i-0a,0,2.50,{ri},,,,,nlp,\n\
+         111,{period},SavingsPlanCoveredUsage,{hour},i-0b,4.00,,,,,{sp},3.10,vision,alice\n\
+         111,{period},SavingsPlanNegation,{hour},i-0b,-4.00,,,,,{sp},,,\n\
+         111,{period},RIFee,{period},,1800.00,,{ri},120.00,30.5E0,,,,\n\
+         111,{period},Usage,{hour},i-0c,1.25,,,,,,,,\n"
+    );
+    let (stats, sink) = run_native(text_in.as_bytes(), Native::AwsCur);
+    let stats = stats.unwrap();
+    assert_eq!(
+        (stats.rows_landed, stats.rejected),
+        (5, 0),
+        "{:?}",
+        sink.rejections
+    );
+    let lines = sink.table(Table::BillingLines);
+    let at = |line: i64, column: &str| amount(&lines, column, row_of(&lines, line));
+    // Line 2: the reservation's usage, billed 0, effective 2.50.
+    assert_eq!(
+        (at(2, "billed_cost"), at(2, "effective_cost")),
+        (Some(decimal("0")), Some(decimal("2.50")))
+    );
+    // Lines 3 and 4: on-demand 4.00 billed and negated; effective 3.10 and 0.
+    assert_eq!(
+        (at(3, "billed_cost"), at(3, "effective_cost")),
+        (Some(decimal("4.00")), Some(decimal("3.10")))
+    );
+    assert_eq!(
+        (at(4, "billed_cost"), at(4, "effective_cost")),
+        (Some(decimal("-4.00")), Some(decimal("0")))
+    );
+    // Line 5: the RI's monthly fee billed; its unused part (120 + 30.5) is what is left.
+    assert_eq!(
+        (at(5, "billed_cost"), at(5, "effective_cost")),
+        (Some(decimal("1800.00")), Some(decimal("150.5")))
+    );
+    assert_eq!(at(6, "effective_cost"), Some(decimal("1.25")));
+    // Billed 1801.25 in all; effective 2.50 + 3.10 + 150.50 + 1.25 = 157.35.
+    assert_eq!(total(&lines, "billed_cost"), decimal("1801.25"));
+    assert_eq!(total(&lines, "effective_cost"), decimal("157.35"));
+    let row = row_of(&lines, 3);
+    assert_eq!(
+        text(&lines, "commitment_discount_category", row).as_deref(),
+        Some("Spend")
+    );
+    assert_eq!(
+        text(&lines, "commitment_discount_status", row).as_deref(),
+        Some("Used")
+    );
+    assert_eq!(text(&lines, "pricing_category", row), None);
+    assert_eq!(text(&lines, "resource_id", row).as_deref(), Some("i-0b"));
+    // `resourceTags/user:team` is the tag `team`; AWS's own keys keep their prefix.
+    assert_eq!(
+        text(&lines, "tags", row).as_deref(),
+        Some(r#"{"aws:createdBy":"alice","team":"vision"}"#)
+    );
+    let fee = row_of(&lines, 5);
+    assert_eq!(
+        (
+            text(&lines, "charge_category", fee).as_deref(),
+            text(&lines, "charge_frequency", fee).as_deref(),
+            text(&lines, "commitment_discount_status", fee).as_deref(),
+            text(&lines, "commitment_discount_category", fee).as_deref()
+        ),
+        (
+            Some("Purchase"),
+            Some("Recurring"),
+            Some("Unused"),
+            Some("Usage")
+        )
+    );
+}
+
+/// A cost the ledger needs and cannot read rejects its line naming the native column it comes
+/// from; the other lines land.
+#[test]
+fn a_native_line_without_its_cost_is_rejected_naming_the_native_column() {
+    let period = "2026-11-01T00:00:00Z,2026-12-01T00:00:00Z";
+    let hour = "2026-11-02T10:00:00Z,2026-11-02T11:00:00Z";
+    let text_in = format!(
+        "{CUR_HEADER}\
+         111,{period},DiscountedUsage,{hour},i-0a,0,,r-1,,,,,,\n\
+         111,{period},Usage,{hour},i-0c,$1.25,,,,,,,,\n\
+         111,{period},Usage,{hour},i-0c,1.25,,,,,,,,\n"
+    );
+    let (stats, sink) = run_native(text_in.as_bytes(), Native::AwsCur);
+    assert_eq!(stats.unwrap().rows_landed, 1);
+    let rejected: Vec<(u64, &str)> = sink
+        .rejections
+        .iter()
+        .map(|r| (r.line, r.field.as_str()))
+        .collect();
+    assert_eq!(
+        rejected,
+        [
+            (2, "reservation/EffectiveCost"),
+            (3, "lineItem/UnblendedCost")
+        ]
+    );
+    assert!(
+        sink.rejections[0].reason.contains("is null"),
+        "{}",
+        sink.rejections[0].reason
+    );
+    assert!(
+        sink.rejections[1]
+            .reason
+            .contains("'$1.25' is not a FOCUS number")
+    );
+}
+
+#[test]
+fn a_file_without_the_native_columns_is_refused_naming_them() {
+    let (result, sink) = run_native(
+        b"lineItem/UsageStartDate,lineItem/UnblendedCost\n2026-11-02,1\n",
+        Native::AwsCur,
+    );
+    assert_eq!(
+        result.unwrap_err().to_string(),
+        "input.csv: not an AWS Cost and Usage Report (legacy CUR): missing columns \
+         lineItem/UsageEndDate, lineItem/LineItemType, bill/PayerAccountId, bill/BillingPeriodStartDate"
+    );
+    assert!(sink.batches.is_empty());
+    let (result, _) = run_native(b"BilledCost,EffectiveCost\n1,1\n", Native::AzureEa);
+    assert!(result.unwrap_err().to_string().ends_with(
+        "not an Azure Enterprise Agreement (EA) cost export: missing columns Date, \
+             CostInBillingCurrency, BillingAccountId|BillingProfileId, BillingPeriodStartDate, \
+             BillingCurrencyCode|BillingCurrency"
+    ));
+}
+
+const EA_HEADER: &str = "BillingAccountId,BillingCurrencyCode,BillingPeriodStartDate,BillingPeriodEndDate,\
+Date,ChargeType,PricingModel,Frequency,CostInBillingCurrency,benefitId,MeterCategory,Tags\n";
+
+/// An amortised EA export (Microsoft's rules): a reservation's usage is not billed again, its
+/// purchase is not an effective cost twice; an unreadable day rejects its line naming `Date`.
+#[test]
+fn azure_commitments_count_once_in_each_cost() {
+    let ri = "/providers/Microsoft.Capacity/reservationOrders/o-1";
+    let text_in = format!(
+        "{EA_HEADER}\
+         1,USD,11/1/2026,11/30/2026,11/2/2026,Usage,Reservation,UsageBased,2.40,{ri},Virtual Machines,\n\
+         1,USD,11/1/2026,11/30/2026,11/1/2026,Purchase,,OneTime,700.00,{ri},Virtual Machines,\n\
+         1,USD,11/1/2026,11/30/2026,11/2/2026,UnusedReservation,Reservation,UsageBased,0.60,{ri},Virtual Machines,\n\
+         1,USD,11/1/2026,11/30/2026,11/2/2026,Usage,OnDemand,UsageBased,1.00,,Storage,\"{{\"\"team\"\": \"\"nlp\"\"}}\"\n\
+         1,USD,11/1/2026,11/30/2026,2/30/2026,Usage,OnDemand,UsageBased,1.00,,Storage,\n"
+    );
+    let (stats, sink) = run_native(text_in.as_bytes(), Native::AzureEa);
+    assert_eq!(stats.unwrap().rows_landed, 4);
+    assert_eq!(sink.rejections.len(), 1);
+    assert_eq!(
+        (sink.rejections[0].line, sink.rejections[0].field.as_str()),
+        (6, "Date")
+    );
+    let lines = sink.table(Table::BillingLines);
+    // Billed: the purchase 700 and the on-demand 1.00. Effective: usage 2.40 + unused 0.60 + 1.00.
+    assert_eq!(total(&lines, "billed_cost"), decimal("701.00"));
+    assert_eq!(total(&lines, "effective_cost"), decimal("4.00"));
+    let unused = row_of(&lines, 4);
+    assert_eq!(
+        text(&lines, "commitment_discount_status", unused).as_deref(),
+        Some("Unused")
+    );
+    assert_eq!(
+        text(&lines, "charge_category", unused).as_deref(),
+        Some("Usage")
+    );
+    let purchase = row_of(&lines, 3);
+    assert_eq!(
+        text(&lines, "charge_category", purchase).as_deref(),
+        Some("Purchase")
+    );
+    assert_eq!(
+        text(&lines, "charge_frequency", purchase).as_deref(),
+        Some("One-Time")
+    );
+    assert_eq!(
+        text(&lines, "commitment_discount_type", purchase).as_deref(),
+        Some("Reservation")
+    );
+    assert_eq!(
+        text(&lines, "tags", row_of(&lines, 5)).as_deref(),
+        Some(r#"{"team":"nlp"}"#)
+    );
 }
