@@ -215,6 +215,37 @@ fn an_xid_79_is_fault_time() {
     }
 }
 
+/// The same readings, scrape-grouped, family-grouped and as remote-write, land the same
+/// `gpu_samples` rows cell for cell: one row per (GPU, time) with every family's value, never
+/// one row per family. 3 families every 60 s for an hour: 60 rows of 3 values each.
+#[test]
+fn every_shape_of_the_same_samples_lands_identical_rows() {
+    let mut landed = Vec::new();
+    for shape in [
+        Shape::ScrapeGrouped,
+        Shape::FamilyGrouped,
+        Shape::RemoteWrite,
+    ] {
+        let ledger = ledgers().swap_remove(0);
+        let mut samples: Vec<(usize, &str, i64, f64)> = Vec::new();
+        for t in (0..3600).step_by(60) {
+            samples.push((0, "DCGM_FI_DEV_XID_ERRORS", t, 0.0));
+            samples.push((1, "DCGM_FI_PROF_SM_ACTIVE", t, t as f64 / 3600.0));
+            samples.push((2, "DCGM_FI_DEV_POWER_USAGE", t, 60.0 + t as f64 / 60.0));
+        }
+        land(&ledger, shape, samples);
+        let rows = ledger.sql("SELECT * FROM gpu_samples ORDER BY cluster, node, gpu_uuid, ts");
+        assert_eq!(rows.len(), 60, "{shape:?}");
+        assert_eq!(rows[30]["sm_active"], 0.5, "{shape:?}: {}", rows[30]);
+        assert_eq!(rows[30]["power_w"], 90.0, "{shape:?}: {}", rows[30]);
+        assert_eq!(rows[30]["xid_last"], 0.0, "{shape:?}: {}", rows[30]);
+        landed.push((shape, rows));
+    }
+    for (shape, rows) in &landed[1..] {
+        assert_eq!(rows, &landed[0].1, "{shape:?} against {:?}", landed[0].0);
+    }
+}
+
 /// How the same readings reach the lake.
 #[derive(Debug, Clone, Copy)]
 enum Shape {
