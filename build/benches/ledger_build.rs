@@ -7,22 +7,50 @@
 //! - the time of `team_costs` over the built week (median of 5);
 //! - the time of `ledger build` with no range when nothing is new (the days from the catalog,
 //!   every day found current);
-//! - the time to bring the ledger up to date after one late hour of telemetry for one node.
+//! - the time to bring the ledger up to date after one late hour of telemetry for one node;
+//! - beside it, DuckDB computing each team's direct GPU cost per day from the same raw Parquet
+//!   (`PEER_TEAM_DAY_COSTS`: samples joined to the runs of the scheduler events and to each
+//!   node's daily bill), the nearest thing another engine does to the ledger's core, and the
+//!   ledger's own direct cost of the week, which it should match within the sampling error.
+//!   Needs `python3 -m pip install duckdb`.
 //!
 //! Setup (`support/fleet.rs`, shared with the weekly report's benchmark) is not timed.
 
+#[path = "../../query/benches/support/duckdb.rs"]
+mod duckdb;
 #[path = "../../query/benches/support/fleet.rs"]
 mod fleet;
 
 use std::time::Instant;
 
+use duckdb::{DuckDb, median};
 use fleet::{TEAMS, telemetry, write};
 use gpuledger_build::{build_ledger, days_between, input_days};
 use gpuledger_lake::tables::Table;
 use gpuledger_ledger::time::{MICROS_PER_DAY, MICROS_PER_HOUR, Span};
 
+/// Team × day direct GPU cost in DuckDB: every 15 s sample of a GPU inside a run is 15 s of that
+/// run's team, priced at the node's daily bill × the GPU share (0.9) over 8 GPUs × 86,400 s.
+const PEER_TEAM_DAY_COSTS: &str = "
+    WITH runs AS (
+        SELECT s.node, s.gpu_indices[1] AS gpu_index, s.team, s.ts AS start, e.ts AS stop
+        FROM scheduler_events s JOIN scheduler_events e
+          ON s.workload = e.workload AND s.event = 'start' AND e.event = 'stop'),
+    price AS (
+        SELECT 'dgx-' || right(resource_id, 3) AS node, date_trunc('day', charge_period_start) AS day,
+               sum(effective_cost) * 0.9 / (8 * 86400) AS per_gpu_second
+        FROM billing_lines WHERE resource_id IS NOT NULL GROUP BY ALL),
+    team_days AS (
+        SELECT r.team, date_trunc('day', g.ts) AS day, sum(15 * p.per_gpu_second) AS cost
+        FROM gpu_samples g
+        JOIN runs r ON g.node = r.node AND g.gpu_index = r.gpu_index AND g.ts >= r.start AND g.ts < r.stop
+        JOIN price p ON p.node = g.node AND p.day = date_trunc('day', g.ts)
+        GROUP BY ALL)
+    SELECT sum(cost) OVER () AS week, team, day, cost FROM team_days";
+
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
+    let fleet = fleet::land(&runtime);
     let fleet::Fleet {
         lake,
         declared,
@@ -32,11 +60,16 @@ fn main() {
         all_jobs,
         samples,
         ..
-    } = &fleet::land(&runtime);
+    } = &fleet;
     let (first, last, week) = (*first, *last, *week);
     let started = Instant::now();
     let days = runtime
-        .block_on(build_ledger(lake, declared, days_between(first, last)))
+        .block_on(async {
+            // What `ledger build` without a range builds: every day with inputs (the week, and
+            // the day after it, where the last runs' stop events fall at midnight).
+            let days = input_days(lake).await.unwrap();
+            build_ledger(lake, declared, days).await
+        })
         .unwrap();
     let build = started.elapsed().as_secs_f64();
     let rows: usize = days.iter().map(|d| d.gpu_hour_rows).sum();
@@ -52,6 +85,34 @@ fn main() {
     );
 
     let ctx = gpuledger_query::new_session(lake).unwrap();
+    let direct: f64 = runtime.block_on(async {
+        let batches = ctx
+            .sql("SELECT CAST(sum(direct_cost) AS DOUBLE) FROM team_costs('2026-11-02', '2026-11-09')")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        arrow::array::AsArray::as_primitive::<arrow::datatypes::Float64Type>(batches[0].column(0))
+            .value(0)
+    });
+    let mut peer = DuckDb::over(
+        fleet.data_dir(),
+        &["gpu_samples", "scheduler_events", "billing_lines"],
+    );
+    peer.threads(2);
+    let answers: Vec<_> = (0..3).map(|_| peer.time(PEER_TEAM_DAY_COSTS)).collect();
+    println!(
+        "ledger_build/duckdb_team_day_costs: DuckDB {} at 2 threads, median {:.1} s ({} team-days, \
+         ${} direct for the week; the ledger's direct cost ${direct:.2}); ratio {:.2}",
+        peer.version,
+        median(answers.iter().map(|a| a.seconds).collect()),
+        answers[0].rows,
+        answers[0].first,
+        build / median(answers.iter().map(|a| a.seconds).collect()),
+    );
+    drop(peer);
+
     let sql = "SELECT * FROM team_costs('2026-11-02', '2026-11-09') ORDER BY total_cost DESC";
     let mut times: Vec<f64> = (0..5)
         .map(|_| {

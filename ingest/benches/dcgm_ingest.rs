@@ -6,12 +6,14 @@
 //! `cargo bench -p gpuledger-ingest --bench dcgm_ingest` reports:
 //! - `parse`: the text parser alone, samples per second (criterion), on scrape-grouped text (each
 //!   scrape a full exposition, as a scrape recorder appends them) and on family-grouped text (each
-//!   metric family once with every scrape's samples, as a multi-scrape dump lists them);
+//!   metric family once with every scrape's samples, as a multi-scrape dump lists them) and the
+//!   remote-write parser on the same samples;
 //! - `day`: the end-to-end ingest of one day of that fleet (5,760 scrapes) through the real
 //!   pipeline into durable zstd Parquet with a SQLite catalog: samples per second, text parse
 //!   included, and Parquet bytes per sample. Each hour is generated in memory first, outside the
 //!   timing, and lands as one input (as hourly scrape files would). `GPULEDGER_BENCH_HOURS=N`
-//!   runs N hours instead of 24.
+//!   runs N hours instead of 24; `GPULEDGER_BENCH_INPUT=family` lands family-grouped text and
+//!   `GPULEDGER_BENCH_INPUT=remote-write` one remote-write body per hour instead.
 
 use std::fmt::Write;
 use std::hint::black_box;
@@ -208,32 +210,51 @@ fn draw(gpu: usize, scrape: usize, metric: usize, low: f64, high: f64) -> f64 {
     low + unit(seed) * (high - low)
 }
 
-/// One GPU's label text, in dcgm-exporter's field order.
-fn labels(node: usize, slot: usize) -> String {
+/// One GPU's labels, in dcgm-exporter's field order.
+fn label_pairs(node: usize, slot: usize) -> Vec<(&'static str, String)> {
     let gpu = node * GPUS_PER_NODE + slot;
     let id = mix(gpu as u64);
-    let mut text = format!(
-        "gpu=\"{slot}\",UUID=\"GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}\",pci_bus_id=\"00000000:{}:00.0\",\
-         device=\"nvidia{slot}\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"dgx-h100-{node:03}\",\
-         DCGM_FI_DRIVER_VERSION=\"550.90.07\"",
-        id >> 32,
-        (id >> 16) & 0xffff,
-        id & 0xffff,
-        mix(id) >> 48,
-        mix(id) & 0xffff_ffff_ffff,
-        PCI_BUSES[slot],
-    );
+    let mut pairs = vec![
+        ("gpu", slot.to_string()),
+        (
+            "UUID",
+            format!(
+                "GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                id >> 32,
+                (id >> 16) & 0xffff,
+                id & 0xffff,
+                mix(id) >> 48,
+                mix(id) & 0xffff_ffff_ffff,
+            ),
+        ),
+        ("pci_bus_id", format!("00000000:{}:00.0", PCI_BUSES[slot])),
+        ("device", format!("nvidia{slot}")),
+        ("modelName", "NVIDIA H100 80GB HBM3".into()),
+        ("Hostname", format!("dgx-h100-{node:03}")),
+        ("DCGM_FI_DRIVER_VERSION", "550.90.07".into()),
+    ];
     if is_busy(gpu) {
         let job = node / 4;
-        write!(
-            text,
-            ",container=\"pytorch\",namespace=\"team-{}\",pod=\"train-llama-{job}-worker-{}\"",
-            job % 6,
-            (node % 4) * GPUS_PER_NODE + slot
-        )
-        .unwrap();
+        pairs.push(("container", "pytorch".into()));
+        pairs.push(("namespace", format!("team-{}", job % 6)));
+        pairs.push((
+            "pod",
+            format!(
+                "train-llama-{job}-worker-{}",
+                (node % 4) * GPUS_PER_NODE + slot
+            ),
+        ));
     }
-    text
+    pairs
+}
+
+/// One GPU's label text, as dcgm-exporter prints it.
+fn labels(node: usize, slot: usize) -> String {
+    let pairs: Vec<String> = label_pairs(node, slot)
+        .iter()
+        .map(|(name, value)| format!("{name}=\"{value}\""))
+        .collect();
+    pairs.join(",")
 }
 
 /// Three GPUs in four are allocated to a training job.
@@ -339,6 +360,46 @@ fn synthetic_scrapes(first: usize, count: usize, grouping: Grouping) -> (Vec<u8>
     (text.into_bytes(), samples)
 }
 
+/// The same samples as `synthetic_scrapes` as a Prometheus remote-write body (snappy-compressed
+/// `WriteRequest`, one series per GPU and metric with all its samples, labels sorted by name as
+/// Prometheus sends them), and the number of samples in it.
+fn remote_write_body(first: usize, count: usize) -> (Vec<u8>, u64) {
+    use gpuledger_ingest::remote_write::{Label, Sample, TimeSeries, WriteRequest};
+    use prost::Message;
+    let mut request = WriteRequest::default();
+    for (metric, (name, ..)) in METRICS.iter().enumerate() {
+        for node in 0..NODES {
+            for slot in 0..GPUS_PER_NODE {
+                let gpu = node * GPUS_PER_NODE + slot;
+                let mut labels: Vec<Label> = label_pairs(node, slot)
+                    .into_iter()
+                    .map(|(name, value)| Label {
+                        name: name.into(),
+                        value,
+                    })
+                    .collect();
+                labels.push(Label {
+                    name: "__name__".into(),
+                    value: (*name).into(),
+                });
+                labels.sort_by(|a, b| a.name.cmp(&b.name));
+                let samples = (first..first + count)
+                    .map(|scrape| Sample {
+                        value: reading(gpu, scrape, metric),
+                        timestamp: FIRST_SCRAPE_MS + scrape as i64 * SCRAPE_INTERVAL_MS,
+                    })
+                    .collect();
+                request.timeseries.push(TimeSeries { labels, samples });
+            }
+        }
+    }
+    let samples = (METRICS.len() * NODES * GPUS_PER_NODE * count) as u64;
+    let body = snap::raw::Encoder::new()
+        .compress_vec(&request.encode_to_vec())
+        .unwrap();
+    (body, samples)
+}
+
 /// Counts rows and drops the batches: the benchmark measures the parser alone.
 #[derive(Default)]
 struct CountingSink {
@@ -382,11 +443,28 @@ fn parse_throughput(c: &mut Criterion) {
             });
         });
     }
+    let (body, samples) = remote_write_body(0, SCRAPES);
+    group.throughput(Throughput::Elements(samples));
+    group.bench_function("parse_1000_gpus_4_scrapes_remote_write", |b| {
+        b.iter(|| {
+            let mut sink = CountingSink::default();
+            let stats = gpuledger_ingest::remote_write::parse(
+                &mut black_box(body.as_slice()),
+                &ctx,
+                &mut sink,
+            )
+            .unwrap();
+            assert_eq!((stats.samples, sink.rejections), (samples, 0));
+            assert_eq!(sink.rows, NODES * GPUS_PER_NODE * SCRAPES);
+            black_box(sink.rows)
+        });
+    });
     group.finish();
 }
 
-/// One day of the fleet through `pipeline::ingest` into a fresh lake, hour by hour.
-fn day_end_to_end(hours: usize) {
+/// One day of the fleet through `pipeline::ingest` into a fresh lake, hour by hour, as text
+/// of `grouping` or as remote-write bodies (`None`).
+fn day_end_to_end(hours: usize, grouping: Option<Grouping>) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let lake = runtime
@@ -397,15 +475,23 @@ fn day_end_to_end(hours: usize) {
         .unwrap();
     let (mut samples, mut text_bytes, mut elapsed) = (0u64, 0u64, Duration::ZERO);
     for hour in 0..hours {
-        let (text, hour_samples) =
-            synthetic_scrapes(hour * SCRAPES_PER_HOUR, SCRAPES_PER_HOUR, Grouping::Scrape);
+        let (first, count) = (hour * SCRAPES_PER_HOUR, SCRAPES_PER_HOUR);
+        let (text, hour_samples) = match grouping {
+            Some(grouping) => synthetic_scrapes(first, count, grouping),
+            None => remote_write_body(first, count),
+        };
         text_bytes += text.len() as u64;
         samples += hour_samples;
         let input = Input::Bytes {
             origin: format!("hour-{hour:02}.prom"),
             bytes: text.into(),
         };
-        let options = IngestOptions::new(Source::Dcgm, ParseContext::new("bench", Utc::now()));
+        let source = if grouping.is_some() {
+            Source::Dcgm
+        } else {
+            Source::RemoteWrite
+        };
+        let options = IngestOptions::new(source, ParseContext::new("bench", Utc::now()));
         let started = Instant::now();
         let report = runtime.block_on(ingest(&lake, input, options)).unwrap();
         elapsed += started.elapsed();
@@ -419,12 +505,17 @@ fn day_end_to_end(hours: usize) {
         .block_on(lake.catalog().active_files(Table::GpuSamples, None, None))
         .unwrap();
     let parquet_bytes: i64 = files.iter().map(|f| f.bytes).sum();
+    let shape = match grouping {
+        Some(Grouping::Scrape) => "scrape-grouped text",
+        Some(Grouping::Family) => "family-grouped text",
+        None => "remote-write",
+    };
     let rows: i64 = files.iter().map(|f| f.rows).sum();
     let seconds = elapsed.as_secs_f64();
     println!(
-        "dcgm_ingest/day: {hours} h of {} GPUs at 15 s: {samples} samples ({rows} wide rows, {:.2} GB of text) \
+        "dcgm_ingest/day ({shape}): {hours} h of {} GPUs at 15 s: {samples} samples ({rows} wide rows, {:.2} GB of input) \
          in {seconds:.1} s = {:.2} M samples/s end to end; {parquet_bytes} bytes of Parquet in {} files = \
-         {:.3} bytes per sample ({:.1} bytes of text per sample)",
+         {:.3} bytes per sample ({:.1} bytes of input per sample)",
         NODES * GPUS_PER_NODE,
         text_bytes as f64 / 1e9,
         samples as f64 / seconds / 1e6,
@@ -442,5 +533,10 @@ fn main() {
         .ok()
         .and_then(|h| h.parse().ok())
         .unwrap_or(24);
-    day_end_to_end(hours);
+    let grouping = match std::env::var("GPULEDGER_BENCH_INPUT").as_deref() {
+        Ok("family") => Some(Grouping::Family),
+        Ok("remote-write") => None,
+        _ => Some(Grouping::Scrape),
+    };
+    day_end_to_end(hours, grouping);
 }

@@ -10,12 +10,14 @@
 //!
 //! `cargo bench -p gpuledger-query --bench sql_peers` (needs `python3 -m pip install duckdb`).
 
+#[path = "support/duckdb.rs"]
+mod duckdb;
 #[path = "support/fleet.rs"]
 mod fleet;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::time::Instant;
+
+use duckdb::{DuckDb, median};
 
 use datafusion::functions::datetime::date_trunc::DateTruncFunc;
 use datafusion::logical_expr::ScalarUDF;
@@ -53,51 +55,13 @@ const QUERIES: [(&str, &str); 5] = [
     ),
 ];
 
-/// DuckDB in a Python process: reads `threads N` and `<sql>` lines, answers `<seconds> <rows>`.
-const DUCKDB: &str = r#"
-import sys, time, duckdb
-con = duckdb.connect()
-con.execute("SET TimeZone = 'UTC'")
-con.execute(f"CREATE VIEW gpu_samples AS SELECT * FROM read_parquet('{sys.argv[1]}/tables/gpu_samples/**/*.parquet')")
-for line in sys.stdin:
-    line = line.strip()
-    if line.startswith("threads "):
-        con.execute(f"SET threads = {int(line.split()[1])}")
-        print("ok", flush=True)
-        continue
-    started = time.perf_counter()
-    rows = len(con.execute(line.replace("df_date_trunc", "date_trunc")).fetchall())
-    print(f"{time.perf_counter() - started} {rows}", flush=True)
-"#;
-
-fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
-
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let fleet = fleet::land(&runtime);
-    let data = fleet.data_dir().display().to_string();
-    let mut duckdb = Command::new("python3")
-        .args(["-c", DUCKDB, &data])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut to_duckdb = duckdb.stdin.take().unwrap();
-    let mut from_duckdb = BufReader::new(duckdb.stdout.take().unwrap()).lines();
-    let mut ask = |line: &str| -> String {
-        writeln!(to_duckdb, "{line}").unwrap();
-        from_duckdb
-            .next()
-            .expect("DuckDB answered (is the duckdb package installed?)")
-            .unwrap()
-    };
-
+    let mut duckdb = DuckDb::over(fleet.data_dir(), &["gpu_samples"]);
     println!(
-        "{} samples; median of {RUNS} runs each, interleaved\n",
-        fleet.samples
+        "{} samples; DuckDB {}; median of {RUNS} runs each, interleaved\n",
+        fleet.samples, duckdb.version
     );
     println!("| query | threads | gpuledger | DuckDB | ratio |\n|---|---|---|---|---|");
     for threads in [2, 1] {
@@ -110,7 +74,7 @@ fn main() {
             .await
             .unwrap();
         });
-        assert_eq!(ask(&format!("threads {threads}")), "ok");
+        duckdb.threads(threads);
         for (name, sql) in QUERIES {
             let (mut ours, mut theirs) = (Vec::new(), Vec::new());
             for _ in 0..RUNS {
@@ -123,10 +87,9 @@ fn main() {
                         .sum()
                 });
                 ours.push(started.elapsed().as_secs_f64());
-                let answer = ask(sql);
-                let (seconds, duck_rows) = answer.split_once(' ').unwrap();
-                assert_eq!(duck_rows.parse::<usize>().unwrap(), rows, "{name}");
-                theirs.push(seconds.parse::<f64>().unwrap());
+                let answer = duckdb.time(&sql.replace("df_date_trunc", "date_trunc"));
+                assert_eq!(answer.rows, rows, "{name}");
+                theirs.push(answer.seconds);
             }
             let (ours, theirs) = (median(ours), median(theirs));
             println!(
@@ -137,6 +100,4 @@ fn main() {
             );
         }
     }
-    drop(to_duckdb);
-    let _ = duckdb.wait();
 }

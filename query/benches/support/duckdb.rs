@@ -1,0 +1,110 @@
+//! DuckDB as the benchmarks' peer: a Python process (the `duckdb` package) over the same
+//! Parquet files as the lake, each table a view over its `tables/<name>/**/*.parquet`. It reads
+//! `threads N` and one SQL statement per line from stdin and answers `<seconds> <rows>`, so it is
+//! timed by itself, without the pipe. Shared by `sql_peers.rs` and `build/benches/ledger_build.rs`
+//! (`#[path]`). Needs `python3 -m pip install duckdb` (scripts/bench-peers installs it).
+
+#![allow(dead_code)] // each bench uses part of it
+
+use std::io::{BufRead, BufReader, Lines, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+const PEER: &str = r#"
+import sys, time, duckdb
+con = duckdb.connect()
+con.execute("SET TimeZone = 'UTC'")
+con.execute("SET enable_progress_bar = false")  # it draws on stdout, which answers here
+for table in sys.argv[2:]:
+    con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{sys.argv[1]}/tables/{table}/**/*.parquet')")
+print(duckdb.__version__, flush=True)
+for line in sys.stdin:
+    line = line.strip()
+    if line.startswith("threads "):
+        con.execute(f"SET threads = {int(line.split()[1])}")
+        print("ok", flush=True)
+        continue
+    started = time.perf_counter()
+    rows = con.execute(line).fetchall()
+    seconds = time.perf_counter() - started
+    first = rows[0][0] if rows else None
+    print(f"{seconds} {len(rows)} {first}", flush=True)
+"#;
+
+pub struct DuckDb {
+    child: Child,
+    input: Option<ChildStdin>,
+    output: Lines<BufReader<ChildStdout>>,
+    pub version: String,
+}
+
+/// One timed statement: its time in DuckDB, its row count, and the first column of its first
+/// row as Python prints it (`None` without rows), for checking both engines agree.
+pub struct Answer {
+    pub seconds: f64,
+    pub rows: usize,
+    pub first: String,
+}
+
+impl DuckDb {
+    /// DuckDB over `tables` of the lake at `data`.
+    pub fn over(data: &Path, tables: &[&str]) -> Self {
+        let mut child = Command::new("python3")
+            .args(["-c", PEER, &data.display().to_string()])
+            .args(tables)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let input = child.stdin.take();
+        let mut output = BufReader::new(child.stdout.take().expect("piped")).lines();
+        let version = output
+            .next()
+            .expect("DuckDB started (is the duckdb package installed?)")
+            .expect("utf-8");
+        Self {
+            child,
+            input,
+            output,
+            version,
+        }
+    }
+
+    fn ask(&mut self, line: &str) -> String {
+        let input = self.input.as_mut().expect("open");
+        writeln!(input, "{}", line.replace('\n', " ")).expect("DuckDB reads");
+        self.output.next().expect("DuckDB answered").expect("utf-8")
+    }
+
+    pub fn threads(&mut self, threads: usize) {
+        assert_eq!(self.ask(&format!("threads {threads}")), "ok");
+    }
+
+    pub fn time(&mut self, sql: &str) -> Answer {
+        let answer = self.ask(sql);
+        let mut parts = answer.splitn(3, ' ');
+        let seconds = parts.next().and_then(|s| s.parse::<f64>().ok());
+        let rows = parts.next().and_then(|s| s.parse::<usize>().ok());
+        let (Some(seconds), Some(rows)) = (seconds, rows) else {
+            panic!("DuckDB answered {answer:?} to {sql}");
+        };
+        Answer {
+            seconds,
+            rows,
+            first: parts.next().unwrap_or_default().to_string(),
+        }
+    }
+}
+
+impl Drop for DuckDb {
+    fn drop(&mut self) {
+        drop(self.input.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// The median of `times`.
+pub fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
