@@ -168,46 +168,74 @@ pub async fn telemetry(
     window: Span,
     max_sample_gap: Micros,
 ) -> Result<HashMap<(String, String, u32), GpuTelemetry>, BuildError> {
+    // The rows as they lie in the files (sorted by series and time within each): no GROUP BY or
+    // ORDER BY over string columns in the engine, which cost more than the ledger itself. The
+    // same-series duplicates a GROUP BY merged are merged below, per GPU, after a sort on time.
     let sql = format!(
-        "SELECT cluster, node, gpu_index, namespace, pod, ts, max(sm_active) AS sm_active, max(gr_engine_active) AS gr_engine_active,
-                max(gpu_util) AS gpu_util, max(power_w) AS power_w
-         FROM gpu_samples WHERE {}
-         GROUP BY cluster, node, gpu_index, mig_instance, gpu_uuid, namespace, pod, container, ts
-         ORDER BY cluster, node, gpu_index, ts, namespace, pod",
+        "SELECT cluster, node, gpu_index, mig_instance, gpu_uuid, namespace, pod, container, ts,
+                sm_active, gr_engine_active, gpu_util, power_w
+         FROM gpu_samples WHERE {}",
         gpu_rows(Span::new(span.start - max_sample_gap, span.end))
     );
-    let mut telemetry: HashMap<(String, String, u32), GpuTelemetry> = HashMap::new();
+    let mut gpus: Vec<RawGpu> = Vec::new();
+    let mut index: HashMap<(String, String, u32), usize> = HashMap::new();
     for batch in query(ctx, &sql).await? {
-        let gpus = GpuKeys::of(&batch)?;
+        let gpu_keys = GpuKeys::of(&batch)?;
+        let [gpu_uuid, namespace, pod, container] = several(
+            &batch,
+            strings,
+            ["gpu_uuid", "namespace", "pod", "container"],
+        )?;
+        let mig = int32s(&batch, "mig_instance")?;
         let ts = timestamps(&batch, "ts")?;
         let [sm_active, gr_engine_active, gpu_util, power_w] = several(
             &batch,
             floats,
             ["sm_active", "gr_engine_active", "gpu_util", "power_w"],
         )?;
-        let (namespace, pod) = (strings(&batch, "namespace")?, strings(&batch, "pod")?);
+        // Rows of one GPU and series come in runs: the key is looked up once per run.
+        let mut current: Option<usize> = None;
         for row in 0..batch.num_rows() {
-            let (Some(key), Some(at)) = (gpus.key(row), value(&ts, row)) else {
+            let (Some(node), Some(gpu_index), Some(at)) = (
+                text(&gpu_keys.node, row),
+                value(&gpu_keys.gpu_index, row),
+                value(&ts, row),
+            ) else {
                 continue; // filtered by the query
             };
-            let entry = telemetry.entry(key).or_default();
-            let reading = UsageSample {
-                ts: at,
-                sm_active: usage_measure(
-                    value(&sm_active, row),
-                    value(&gr_engine_active, row),
-                    value(&gpu_util, row),
-                ),
-                power_w: value(&power_w, row),
+            let cluster = text(&gpu_keys.cluster, row).unwrap_or_default();
+            let gpu = match current {
+                Some(g) if gpus[g].is(cluster, node, gpu_index as u32) => g,
+                _ => {
+                    let key = (cluster.to_string(), node.to_string(), gpu_index as u32);
+                    let g = *index.entry(key.clone()).or_insert_with(|| {
+                        gpus.push(RawGpu::new(key));
+                        gpus.len() - 1
+                    });
+                    current = Some(g);
+                    g
+                }
             };
-            highest_at(&mut entry.samples, reading);
-            if let (Some(namespace), Some(pod)) = (owned(&namespace, row), owned(&pod, row)) {
-                highest_at(
-                    entry.pod_samples.entry((namespace, pod)).or_default(),
-                    reading,
-                );
-            }
+            let series = gpus[gpu].series_of(
+                value(&mig, row),
+                text(&gpu_uuid, row),
+                text(&namespace, row),
+                text(&pod, row),
+                text(&container, row),
+            );
+            gpus[gpu].rows.push(RawReading {
+                ts: at,
+                series,
+                sm_active: value(&sm_active, row),
+                gr_engine_active: value(&gr_engine_active, row),
+                gpu_util: value(&gpu_util, row),
+                power_w: value(&power_w, row),
+            });
         }
+    }
+    let mut telemetry: HashMap<(String, String, u32), GpuTelemetry> = HashMap::new();
+    for gpu in gpus {
+        telemetry.insert(gpu.key.clone(), gpu.into_telemetry());
     }
     for (key, readings) in xid_readings(ctx, window, max_sample_gap).await? {
         telemetry.entry(key).or_default().xid = readings;
@@ -215,13 +243,158 @@ pub async fn telemetry(
     Ok(telemetry)
 }
 
+/// A series of one GPU: (mig_instance, gpu_uuid, namespace, pod, container).
+type SeriesKey = (
+    Option<i32>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// One row of `gpu_samples` as read, before its series' duplicates are merged.
+#[derive(Clone, Copy)]
+struct RawReading {
+    ts: Micros,
+    /// Position in [`RawGpu::series`].
+    series: u32,
+    sm_active: Option<f64>,
+    gr_engine_active: Option<f64>,
+    gpu_util: Option<f64>,
+    power_w: Option<f64>,
+}
+
+impl RawReading {
+    /// Another row of the same series and time (a sample landed twice, or its families in two
+    /// inputs): each measure's highest value, as `max()` over a group.
+    fn merge(&mut self, other: &RawReading) {
+        self.sm_active = higher(self.sm_active, other.sm_active);
+        self.gr_engine_active = higher(self.gr_engine_active, other.gr_engine_active);
+        self.gpu_util = higher(self.gpu_util, other.gpu_util);
+        self.power_w = higher(self.power_w, other.power_w);
+    }
+}
+
+fn higher(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The rows of one GPU (cluster, node, index) as read, and the series they belong to.
+struct RawGpu {
+    key: (String, String, u32),
+    series: Vec<SeriesKey>,
+    /// The series of the last row, where the next row most likely belongs too.
+    last_series: u32,
+    rows: Vec<RawReading>,
+}
+
+impl RawGpu {
+    fn new(key: (String, String, u32)) -> Self {
+        Self {
+            key,
+            series: Vec::new(),
+            last_series: 0,
+            rows: Vec::new(),
+        }
+    }
+
+    fn is(&self, cluster: &str, node: &str, gpu_index: u32) -> bool {
+        self.key.2 == gpu_index && self.key.1 == node && self.key.0 == cluster
+    }
+
+    /// The position of a series in [`Self::series`], added when new.
+    fn series_of(
+        &mut self,
+        mig: Option<i32>,
+        uuid: Option<&str>,
+        namespace: Option<&str>,
+        pod: Option<&str>,
+        container: Option<&str>,
+    ) -> u32 {
+        let same = |s: &SeriesKey| {
+            s.0 == mig
+                && s.1.as_deref() == uuid
+                && s.2.as_deref() == namespace
+                && s.3.as_deref() == pod
+                && s.4.as_deref() == container
+        };
+        if self.series.get(self.last_series as usize).is_some_and(same) {
+            return self.last_series;
+        }
+        let position = match self.series.iter().position(same) {
+            Some(position) => position,
+            None => {
+                let owned = |s: Option<&str>| s.map(str::to_string);
+                self.series.push((
+                    mig,
+                    owned(uuid),
+                    owned(namespace),
+                    owned(pod),
+                    owned(container),
+                ));
+                self.series.len() - 1
+            }
+        };
+        self.last_series = position as u32;
+        self.last_series
+    }
+
+    /// The GPU's readings, one per time (the highest of its series'), and each pod's; a series'
+    /// rows of the same time merged first, as a `GROUP BY` of series and time would.
+    fn into_telemetry(mut self) -> GpuTelemetry {
+        self.rows.sort_unstable_by_key(|r| (r.ts, r.series));
+        let mut telemetry = GpuTelemetry::default();
+        let mut of_series: Vec<Vec<UsageSample>> = vec![Vec::new(); self.series.len()];
+        let mut rows = self.rows.into_iter().peekable();
+        while let Some(mut reading) = rows.next() {
+            while let Some(next) =
+                rows.next_if(|n| (n.ts, n.series) == (reading.ts, reading.series))
+            {
+                reading.merge(&next);
+            }
+            let sample = UsageSample {
+                ts: reading.ts,
+                sm_active: usage_measure(
+                    reading.sm_active,
+                    reading.gr_engine_active,
+                    reading.gpu_util,
+                ),
+                power_w: reading.power_w,
+            };
+            highest_at(&mut telemetry.samples, sample);
+            of_series[reading.series as usize].push(sample);
+        }
+        // A pod's readings: those of its series (several when it spans MIG instances or
+        // containers), the highest per time.
+        for (series, samples) in self.series.iter().zip(of_series) {
+            let (_, _, Some(namespace), Some(pod), _) = series else {
+                continue;
+            };
+            let readings = telemetry
+                .pod_samples
+                .entry((namespace.clone(), pod.clone()))
+                .or_default();
+            if readings.is_empty() {
+                *readings = samples;
+                continue;
+            }
+            let mut all = std::mem::take(readings);
+            all.extend(samples);
+            all.sort_by_key(|s| s.ts);
+            for sample in all {
+                highest_at(readings, sample);
+            }
+        }
+        telemetry
+    }
+}
+
 /// Appends a reading to a time-sorted list, or merges it into the reading of the same time by
 /// taking the higher value of each measure.
 fn highest_at(samples: &mut Vec<UsageSample>, reading: UsageSample) {
-    let higher = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
     match samples.last_mut() {
         Some(last) if last.ts == reading.ts => {
             last.sm_active = higher(last.sm_active, reading.sm_active);
