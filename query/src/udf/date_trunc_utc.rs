@@ -5,15 +5,20 @@
 //! that carries a zone through that zone's calendar row by row, even when the zone is UTC, where
 //! the wall clock is the UTC time itself; that made `date_trunc('hour', ts)` the larger part of
 //! a node × hour query over `gpu_samples`. UTC has no offset and no daylight saving, so
-//! truncating the same values read as zone-less times gives the same instants: this function
-//! does exactly that (no copy: the values are relabelled) and hands every other zone, and time
-//! of day, to DataFusion's own `date_trunc` unchanged. Answers, types and documentation are
-//! DataFusion's.
+//! truncating the same values read as zone-less times gives the same instants. Units of fixed
+//! length (microsecond to day, and weeks, which start on Monday) are then plain arithmetic on
+//! the integer times, `floor(t / unit) * unit`: no calendar at all, for the hour and day buckets
+//! every dashboard groups by. Months, quarters and years go through DataFusion's calendar on the
+//! values relabelled as zone-less (no copy), and every other zone to DataFusion's own
+//! `date_trunc` unchanged. Answers, types and documentation are DataFusion's.
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, make_array};
-use arrow::datatypes::{DataType, Field, FieldRef};
+use arrow::array::{Array, ArrayRef, PrimitiveArray, make_array};
+use arrow::datatypes::{
+    ArrowTimestampType, DataType, Field, FieldRef, TimeUnit, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
+};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::functions::datetime::date_trunc::DateTruncFunc;
 use datafusion::logical_expr::sort_properties::{ExprProperties, SortProperties};
@@ -53,6 +58,95 @@ fn zoneless(data_type: &DataType) -> Option<DataType> {
 }
 
 /// The same values under another timestamp type (the same width): no copy.
+/// The length of a fixed-length granularity in `unit`s, and the offset of its buckets from the
+/// epoch (weeks start on Monday, 1970-01-05; the epoch was a Thursday); `None` for calendar
+/// granularities (month, quarter, year) and for the units that do not divide evenly.
+fn fixed_bucket(granularity: &str, unit: TimeUnit) -> Option<(i64, i64)> {
+    const MICROS: [(&str, i64); 7] = [
+        ("microsecond", 1),
+        ("millisecond", 1_000),
+        ("second", 1_000_000),
+        ("minute", 60_000_000),
+        ("hour", 3_600_000_000),
+        ("day", 86_400_000_000),
+        ("week", 7 * 86_400_000_000),
+    ];
+    let micros = MICROS
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(granularity))?
+        .1;
+    let offset_micros = if micros == MICROS[6].1 {
+        4 * 86_400_000_000
+    } else {
+        0
+    };
+    let scale = |micros: i64| -> Option<i64> {
+        match unit {
+            TimeUnit::Second => (micros % 1_000_000 == 0).then_some(micros / 1_000_000),
+            TimeUnit::Millisecond => (micros % 1_000 == 0).then_some(micros / 1_000),
+            TimeUnit::Microsecond => Some(micros),
+            TimeUnit::Nanosecond => micros.checked_mul(1_000),
+        }
+    };
+    Some((scale(micros)?, scale(offset_micros)?))
+}
+
+/// `floor((t - offset) / length) * length + offset` for every value of a timestamp array; an
+/// error when a bucket starts before the earliest time the type holds.
+fn truncate_fixed<T: ArrowTimestampType>(
+    array: &ArrayRef,
+    length: i64,
+    offset: i64,
+) -> Result<ArrayRef> {
+    let values: &PrimitiveArray<T> = array.as_any().downcast_ref().expect("a timestamp array");
+    let truncated: PrimitiveArray<T> = values.try_unary(|t| {
+        let (t, length, offset) = (i128::from(t), i128::from(length), i128::from(offset));
+        i64::try_from((t - offset).div_euclid(length) * length + offset).map_err(|_| {
+            arrow::error::ArrowError::ComputeError(format!(
+                "date_trunc: the bucket of {t} starts before the earliest time a timestamp holds"
+            ))
+        })
+    })?;
+    Ok(Arc::new(
+        truncated.with_data_type(array.data_type().clone()),
+    ))
+}
+
+/// `date_trunc` of a UTC timestamp argument to a fixed-length granularity, computed on the
+/// integer times; `None` when this case is not one (a calendar granularity, a granularity that
+/// is not a constant string).
+fn truncate_utc_fixed(
+    granularity: &ColumnarValue,
+    ts: &ColumnarValue,
+) -> Option<Result<ColumnarValue>> {
+    let ColumnarValue::Scalar(
+        ScalarValue::Utf8(Some(granularity))
+        | ScalarValue::Utf8View(Some(granularity))
+        | ScalarValue::LargeUtf8(Some(granularity)),
+    ) = granularity
+    else {
+        return None;
+    };
+    let DataType::Timestamp(unit, _) = ts.data_type() else {
+        return None;
+    };
+    let (length, offset) = fixed_bucket(granularity, unit)?;
+    let truncate = |array: &ArrayRef| match unit {
+        TimeUnit::Second => truncate_fixed::<TimestampSecondType>(array, length, offset),
+        TimeUnit::Millisecond => truncate_fixed::<TimestampMillisecondType>(array, length, offset),
+        TimeUnit::Microsecond => truncate_fixed::<TimestampMicrosecondType>(array, length, offset),
+        TimeUnit::Nanosecond => truncate_fixed::<TimestampNanosecondType>(array, length, offset),
+    };
+    Some(match ts {
+        ColumnarValue::Array(array) => truncate(array).map(ColumnarValue::Array),
+        ColumnarValue::Scalar(scalar) => scalar
+            .to_array()
+            .and_then(|array| truncate(&array))
+            .and_then(|array| ScalarValue::try_from_array(&array, 0))
+            .map(ColumnarValue::Scalar),
+    })
+}
+
 fn relabel(array: &ArrayRef, data_type: &DataType) -> Result<ArrayRef> {
     Ok(make_array(
         array
@@ -99,6 +193,9 @@ impl ScalarUDFImpl for DateTruncUtc {
         let Some((utc, naive)) = utc.and_then(|utc| Some((utc.clone(), zoneless(&utc)?))) else {
             return self.inner.invoke_with_args(args);
         };
+        if let Some(truncated) = truncate_utc_fixed(&args.args[0], &args.args[1]) {
+            return truncated;
+        }
         let ts = args.args.remove(1);
         args.args.insert(1, relabel_value(ts, &naive)?);
         args.arg_fields[1] = Arc::new(
@@ -203,6 +300,49 @@ mod tests {
         chrono::DateTime::parse_from_rfc3339(rfc3339)
             .unwrap()
             .timestamp_micros()
+    }
+
+    /// The earliest and latest times a timestamp holds: the latest truncates, a bucket that would
+    /// start before the earliest is a clear error, never an overflow (DataFusion's own
+    /// `date_trunc` overflows there).
+    #[test]
+    fn the_ends_of_the_time_range_truncate_or_fail_clearly() {
+        let run = |granularity: &str, value: i64| {
+            let ts: ArrayRef =
+                Arc::new(TimestampMicrosecondArray::from(vec![value]).with_timezone("UTC"));
+            DateTruncUtc::default()
+                .invoke_with_args(ScalarFunctionArgs {
+                    args: vec![
+                        ColumnarValue::Scalar(ScalarValue::Utf8(Some(granularity.into()))),
+                        ColumnarValue::Array(Arc::clone(&ts)),
+                    ],
+                    arg_fields: vec![
+                        Arc::new(Field::new("g", DataType::Utf8, false)),
+                        Arc::new(Field::new("ts", ts.data_type().clone(), true)),
+                    ],
+                    number_rows: 1,
+                    return_field: Arc::new(Field::new("d", ts.data_type().clone(), true)),
+                    config_options: Arc::new(ConfigOptions::default()),
+                })
+                .and_then(|out| out.to_array(1))
+                .map(|array| array.as_primitive::<TimestampMicrosecondType>().value(0))
+                .map_err(|e| e.to_string())
+        };
+        // i64::MAX = 9223372036854775807 µs: its second starts 807 µs earlier, its hour at
+        // 9223372036854775807 - 9223372036854775807 mod 3600000000.
+        assert_eq!(run("second", i64::MAX), Ok(i64::MAX - 775_807));
+        assert_eq!(
+            run("hour", i64::MAX),
+            Ok(i64::MAX - i64::MAX % 3_600_000_000)
+        );
+        assert_eq!(run("microsecond", i64::MIN), Ok(i64::MIN));
+        for granularity in ["second", "day", "week"] {
+            let error = run(granularity, i64::MIN).unwrap_err();
+            assert!(
+                error.contains("starts before the earliest time"),
+                "{granularity}: {error}"
+            );
+        }
     }
 
     /// Hand-worked: 2024-02-29T13:45:30.123456Z is a Thursday of a leap February.
