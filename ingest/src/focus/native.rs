@@ -420,6 +420,25 @@ impl<'a> Out<'a> {
         self.labels[i] = Cow::Borrowed(from);
     }
 
+    /// The commitment discount a line uses or pays for, all from the native column `from`.
+    fn commitment(
+        &mut self,
+        id: &'a str,
+        name: Option<Cow<'a, str>>,
+        category: Option<&'static str>,
+        kind: Option<&'static str>,
+        from: &'static str,
+    ) {
+        self.set("CommitmentDiscountId", Some(Cow::Borrowed(id)), from);
+        self.set("CommitmentDiscountName", name, from);
+        self.set(
+            "CommitmentDiscountCategory",
+            category.map(Cow::Borrowed),
+            from,
+        );
+        self.set("CommitmentDiscountType", kind.map(Cow::Borrowed), from);
+    }
+
     fn fixed(&mut self, column: &str, value: &'static str) {
         let i = OUTPUT
             .iter()
@@ -724,21 +743,15 @@ fn aws_cur<'a>(row: &Row<'_, 'a>, out: &mut Out<'a>) {
         row.text("lineItem/UsageAccountName"),
         "lineItem/UsageAccountName",
     );
-    out.set(
-        "CommitmentDiscountId",
-        commitment.map(Cow::Borrowed),
-        commitment_from,
-    );
-    out.set(
-        "CommitmentDiscountCategory",
-        commitment_category.map(Cow::Borrowed),
-        commitment_from,
-    );
-    out.set(
-        "CommitmentDiscountType",
-        commitment_type.map(Cow::Borrowed),
-        commitment_from,
-    );
+    if let Some(id) = commitment {
+        out.commitment(
+            id,
+            None,
+            commitment_category,
+            commitment_type,
+            commitment_from,
+        );
+    }
     out.set(
         "CommitmentDiscountStatus",
         commitment_status.map(Cow::Borrowed),
@@ -937,18 +950,7 @@ fn azure_ea<'a>(row: &Row<'_, 'a>, out: &mut Out<'a>) -> Result<(), (String, Str
         "SubscriptionName",
     );
     if let Some((id, from, name)) = commitment {
-        out.set("CommitmentDiscountId", Some(Cow::Borrowed(id)), from);
-        out.set("CommitmentDiscountName", name, from);
-        out.set(
-            "CommitmentDiscountCategory",
-            commitment_category.map(Cow::Borrowed),
-            from,
-        );
-        out.set(
-            "CommitmentDiscountType",
-            commitment_type.map(Cow::Borrowed),
-            from,
-        );
+        out.commitment(id, name, commitment_category, commitment_type, from);
     }
     out.set(
         "CommitmentDiscountStatus",
