@@ -73,8 +73,7 @@ impl Native {
                 "lineItem/LineItemType",
                 "lineItem/UsageStartDate",
                 "lineItem/UsageEndDate",
-                // lineItem/ProductCode names the service as analysts filter on it (`AmazonS3`):
-                // kept under its own name besides setting ServiceCategory.
+                "lineItem/ProductCode",
                 "lineItem/UsageType",
                 "lineItem/AvailabilityZone",
                 "lineItem/UsageAmount",
@@ -144,6 +143,10 @@ impl Native {
         }
     }
 }
+
+/// Native columns read into FOCUS and kept in `extra_columns` as well: the product code names
+/// the service as analysts filter on it (`AmazonS3`), beside its ServiceCategory.
+const KEPT_AS_WELL: &[&str] = &["lineItem/ProductCode"];
 
 /// The FOCUS columns a native record is translated into, in this order.
 const OUTPUT: &[&str] = &[
@@ -260,8 +263,9 @@ const AZURE_SERVICE_CATEGORIES: &[(&str, &str)] = &[
 /// How one native header is read.
 pub(super) struct Translation {
     native: Native,
-    /// Lower-cased native header → its position.
-    position: HashMap<String, usize>,
+    /// Each column of [`Native::consumed`] the header has → its position (matched ignoring
+    /// case, once, so that reading a record allocates nothing per value).
+    position: HashMap<&'static str, usize>,
     /// Native columns with no FOCUS meaning, landed in `extra_columns` under their name.
     passthrough: Vec<usize>,
     /// AWS `resourceTags/<key>` columns: (position, tag key).
@@ -287,18 +291,16 @@ impl Translation {
             .iter()
             .map(|h| h.trim().trim_start_matches('\u{feff}').to_string())
             .collect();
-        let mut position = HashMap::new();
-        for (i, header) in headers.iter().enumerate() {
-            position.entry(header.to_lowercase()).or_insert(i);
-        }
+        let find = |name: &str| headers.iter().position(|h| h.eq_ignore_ascii_case(name));
+        let position: HashMap<&'static str, usize> = native
+            .consumed()
+            .iter()
+            .filter_map(|&name| Some((name, find(name)?)))
+            .collect();
         let missing: Vec<&str> = native
             .required()
             .iter()
-            .filter(|names| {
-                !names
-                    .split('|')
-                    .any(|n| position.contains_key(&n.to_lowercase()))
-            })
+            .filter(|names| !names.split('|').any(|n| find(n).is_some()))
             .copied()
             .collect();
         if !missing.is_empty() {
@@ -311,15 +313,14 @@ impl Translation {
                 ),
             });
         }
-        let consumed: Vec<String> = native.consumed().iter().map(|n| n.to_lowercase()).collect();
         let mut passthrough = Vec::new();
         let mut tag_columns = Vec::new();
         for (i, header) in headers.iter().enumerate() {
-            let lower = header.to_lowercase();
-            if native == Native::AwsCur && lower.starts_with("resourcetags/") {
+            let is = |names: &[&str]| names.iter().any(|n| header.eq_ignore_ascii_case(n));
+            if native == Native::AwsCur && header.to_lowercase().starts_with("resourcetags/") {
                 let key = &header["resourceTags/".len()..];
                 tag_columns.push((i, key.strip_prefix("user:").unwrap_or(key).to_string()));
-            } else if !consumed.contains(&lower) && position.get(&lower) == Some(&i) {
+            } else if (!is(native.consumed()) || is(KEPT_AS_WELL)) && find(header) == Some(i) {
                 passthrough.push(i);
             }
         }
@@ -381,8 +382,13 @@ struct Row<'r, 'a> {
 
 impl<'a> Row<'_, 'a> {
     /// The trimmed value of a native column; `None` when the column is absent or the value empty.
-    fn get(&self, name: &str) -> Option<&'a str> {
-        let i = *self.translation.position.get(&name.to_lowercase())?;
+    /// Only the columns of [`Native::consumed`] are read, so that none is also passed through.
+    fn get(&self, name: &'static str) -> Option<&'a str> {
+        debug_assert!(
+            self.translation.native.consumed().contains(&name),
+            "{name} is read but not listed in Native::consumed"
+        );
+        let i = *self.translation.position.get(name)?;
         self.fields
             .get(i)
             .copied()
@@ -391,7 +397,7 @@ impl<'a> Row<'_, 'a> {
             .filter(|t| !t.is_empty())
     }
 
-    fn text(&self, name: &str) -> Option<Cow<'a, str>> {
+    fn text(&self, name: &'static str) -> Option<Cow<'a, str>> {
         self.get(name).map(Cow::Borrowed)
     }
 }
@@ -412,10 +418,7 @@ impl<'a> Out<'a> {
 
     /// Sets FOCUS column `column` from native column(s) `from` (what a rejection names).
     fn set(&mut self, column: &str, value: Option<Cow<'a, str>>, from: &'static str) {
-        let i = OUTPUT
-            .iter()
-            .position(|c| *c == column)
-            .expect("an OUTPUT column");
+        let i = output_index(column);
         self.fields[i] = value;
         self.labels[i] = Cow::Borrowed(from);
     }
@@ -439,13 +442,17 @@ impl<'a> Out<'a> {
         self.set("CommitmentDiscountType", kind.map(Cow::Borrowed), from);
     }
 
+    /// A value the provider always has (its name), from no native column.
     fn fixed(&mut self, column: &str, value: &'static str) {
-        let i = OUTPUT
-            .iter()
-            .position(|c| *c == column)
-            .expect("an OUTPUT column");
-        self.fields[i] = Some(Cow::Borrowed(value));
+        self.fields[output_index(column)] = Some(Cow::Borrowed(value));
     }
+}
+
+fn output_index(column: &str) -> usize {
+    OUTPUT
+        .iter()
+        .position(|c| *c == column)
+        .expect("an OUTPUT column")
 }
 
 /// The exact sum of native numbers, as FOCUS Numeric text. A value that is not a number is
