@@ -62,24 +62,20 @@ fn zoneless(data_type: &DataType) -> Option<DataType> {
 /// epoch (weeks start on Monday, 1970-01-05; the epoch was a Thursday); `None` for calendar
 /// granularities (month, quarter, year) and for the units that do not divide evenly.
 fn fixed_bucket(granularity: &str, unit: TimeUnit) -> Option<(i64, i64)> {
-    const MICROS: [(&str, i64); 7] = [
-        ("microsecond", 1),
-        ("millisecond", 1_000),
-        ("second", 1_000_000),
-        ("minute", 60_000_000),
-        ("hour", 3_600_000_000),
-        ("day", 86_400_000_000),
-        ("week", 7 * 86_400_000_000),
+    const DAY: i64 = 86_400_000_000;
+    /// (granularity, length in µs, offset of its buckets from the epoch in µs).
+    const MICROS: [(&str, i64, i64); 7] = [
+        ("microsecond", 1, 0),
+        ("millisecond", 1_000, 0),
+        ("second", 1_000_000, 0),
+        ("minute", 60_000_000, 0),
+        ("hour", 3_600_000_000, 0),
+        ("day", DAY, 0),
+        ("week", 7 * DAY, 4 * DAY),
     ];
-    let micros = MICROS
+    let (_, micros, offset_micros) = *MICROS
         .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(granularity))?
-        .1;
-    let offset_micros = if micros == MICROS[6].1 {
-        4 * 86_400_000_000
-    } else {
-        0
-    };
+        .find(|(name, ..)| name.eq_ignore_ascii_case(granularity))?;
     let scale = |micros: i64| -> Option<i64> {
         match unit {
             TimeUnit::Second => (micros % 1_000_000 == 0).then_some(micros / 1_000_000),
