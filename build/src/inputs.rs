@@ -56,9 +56,15 @@ impl GpuKeys {
 
     /// `None` when the node or the GPU index is NULL (the queries filter those out).
     fn key(&self, row: usize) -> Option<(String, String, u32)> {
+        let (cluster, node, index) = self.key_ref(row)?;
+        Some((cluster.to_string(), node.to_string(), index))
+    }
+
+    /// [`key`](Self::key) borrowed from the batch, for comparing before allocating.
+    fn key_ref(&self, row: usize) -> Option<(&str, &str, u32)> {
         Some((
-            owned(&self.cluster, row).unwrap_or_default(),
-            owned(&self.node, row)?,
+            text(&self.cluster, row).unwrap_or_default(),
+            text(&self.node, row)?,
             value(&self.gpu_index, row)? as u32,
         ))
     }
@@ -196,18 +202,15 @@ pub async fn telemetry(
         // Rows of one GPU and series come in runs: the key is looked up once per run.
         let mut current: Option<usize> = None;
         for row in 0..batch.num_rows() {
-            let (Some(node), Some(gpu_index), Some(at)) = (
-                text(&gpu_keys.node, row),
-                value(&gpu_keys.gpu_index, row),
-                value(&ts, row),
-            ) else {
+            let (Some((cluster, node, gpu_index)), Some(at)) =
+                (gpu_keys.key_ref(row), value(&ts, row))
+            else {
                 continue; // filtered by the query
             };
-            let cluster = text(&gpu_keys.cluster, row).unwrap_or_default();
             let gpu = match current {
-                Some(g) if gpus[g].is(cluster, node, gpu_index as u32) => g,
+                Some(g) if gpus[g].key_ref() == (cluster, node, gpu_index) => g,
                 _ => {
-                    let key = (cluster.to_string(), node.to_string(), gpu_index as u32);
+                    let key = (cluster.to_string(), node.to_string(), gpu_index);
                     let g = *index.entry(key.clone()).or_insert_with(|| {
                         gpus.push(RawGpu::new(key));
                         gpus.len() - 1
@@ -301,8 +304,8 @@ impl RawGpu {
         }
     }
 
-    fn is(&self, cluster: &str, node: &str, gpu_index: u32) -> bool {
-        self.key.2 == gpu_index && self.key.1 == node && self.key.0 == cluster
+    fn key_ref(&self) -> (&str, &str, u32) {
+        (&self.key.0, &self.key.1, self.key.2)
     }
 
     /// The position of a series in [`Self::series`], added when new.
