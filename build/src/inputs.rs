@@ -5,70 +5,21 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, Int32Array, RecordBatch, StringArray};
+use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Field, Int32Type};
 use datafusion::prelude::SessionContext;
 use gpuledger_ledger::allocation::{Allocation, Event, EventKind, Labels, PodGpus};
-use gpuledger_ledger::build::{BillingItem, GpuTelemetry};
-use gpuledger_ledger::gpu_hours::{ClassCosts, GpuHour, Owner, UsageSample, usage_measure};
-use gpuledger_ledger::money::Money;
+use gpuledger_ledger::build::GpuTelemetry;
+use gpuledger_ledger::gpu_hours::{UsageSample, usage_measure};
 use gpuledger_ledger::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
-use gpuledger_query::columns::{
-    column, floats, int32s, money, several, strings, text, timestamps, value,
-};
+use gpuledger_query::columns::{column, floats, int32s, several, strings, text, timestamps, value};
+use gpuledger_query::ledger_inputs::{GpuKeys, owned, query};
+pub use gpuledger_query::ledger_inputs::{billing, stored_gpu_hours, ts_literal, usage};
 
 use crate::error::BuildError;
 
 /// How far back to look for the start of an allocation still running in the window.
 pub const EVENT_LOOKBACK: Micros = 31 * 24 * 3_600_000_000;
-
-/// A SQL literal of the lake's timestamp type (microseconds, UTC) for a time in microseconds.
-/// Not `TIMESTAMP '…'`: DataFusion reads that as nanoseconds, which end in 2262, while the lake
-/// keeps times to 9999.
-pub fn ts_literal(micros: Micros) -> String {
-    format!("arrow_cast({micros}, 'Timestamp(µs, \"UTC\")')")
-}
-
-async fn query(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>, BuildError> {
-    Ok(ctx.sql(sql).await?.collect().await?)
-}
-
-/// A string column's value at `row`, owned; `None` when null.
-fn owned(values: &StringArray, row: usize) -> Option<String> {
-    text(values, row).map(str::to_string)
-}
-
-/// The GPU key columns of a result: `cluster` (NULL read as ""), `node`, `gpu_index`.
-struct GpuKeys {
-    cluster: StringArray,
-    node: StringArray,
-    gpu_index: Int32Array,
-}
-
-impl GpuKeys {
-    fn of(batch: &RecordBatch) -> Result<Self, BuildError> {
-        Ok(Self {
-            cluster: strings(batch, "cluster")?,
-            node: strings(batch, "node")?,
-            gpu_index: int32s(batch, "gpu_index")?,
-        })
-    }
-
-    /// `None` when the node or the GPU index is NULL (the queries filter those out).
-    fn key(&self, row: usize) -> Option<(String, String, u32)> {
-        let (cluster, node, index) = self.key_ref(row)?;
-        Some((cluster.to_string(), node.to_string(), index))
-    }
-
-    /// [`key`](Self::key) borrowed from the batch, for comparing before allocating.
-    fn key_ref(&self, row: usize) -> Option<(&str, &str, u32)> {
-        Some((
-            text(&self.cluster, row).unwrap_or_default(),
-            text(&self.node, row)?,
-            value(&self.gpu_index, row)? as u32,
-        ))
-    }
-}
 
 pub async fn events(ctx: &SessionContext, window: Span) -> Result<Vec<Event>, BuildError> {
     let sql = format!(
@@ -616,111 +567,6 @@ fn gpu_rows(span: Span) -> String {
     )
 }
 
-/// Billing lines whose charge period overlaps the window, with the FOCUS columns and tags that
-/// shared-cost rules match on.
-pub async fn billing(ctx: &SessionContext, window: Span) -> Result<Vec<BillingItem>, BuildError> {
-    const RULE_COLUMNS: [&str; 10] = [
-        "service_category",
-        "service_subcategory",
-        "service_name",
-        "charge_category",
-        "provider_name",
-        "sub_account_id",
-        "sub_account_name",
-        "region_id",
-        "sku_id",
-        "resource_type",
-    ];
-    let sql = format!(
-        "SELECT charge_period_start, coalesce(charge_period_end, charge_period_start) AS charge_period_end,
-                effective_cost, resource_id, tags, {}
-         FROM billing_lines
-         WHERE charge_period_start < {} AND coalesce(charge_period_end, charge_period_start) >= {}",
-        RULE_COLUMNS.join(", "),
-        ts_literal(window.end),
-        ts_literal(window.start)
-    );
-    let mut lines = Vec::new();
-    for batch in query(ctx, &sql).await? {
-        let rule_columns = RULE_COLUMNS
-            .iter()
-            .map(|name| Ok((*name, strings(&batch, name)?)))
-            .collect::<Result<Vec<_>, BuildError>>()?;
-        let (resource_id, tags) = (strings(&batch, "resource_id")?, strings(&batch, "tags")?);
-        let (start, end) = (
-            timestamps(&batch, "charge_period_start")?,
-            timestamps(&batch, "charge_period_end")?,
-        );
-        let effective_cost = money(&batch, "effective_cost")?;
-        for row in 0..batch.num_rows() {
-            let (Some(start), Some(end)) = (value(&start, row), value(&end, row)) else {
-                continue; // the start is required, the end coalesced to it
-            };
-            let mut attributes: BTreeMap<String, String> = rule_columns
-                .iter()
-                .filter_map(|(name, values)| owned(values, row).map(|v| (name.to_string(), v)))
-                .collect();
-            if let Some(resource) = owned(&resource_id, row) {
-                attributes.insert("resource_id".into(), resource);
-            }
-            if let Some(serde_json::Value::Object(tags)) =
-                text(&tags, row).and_then(|t| serde_json::from_str(t).ok())
-            {
-                for (key, value) in tags {
-                    let value = match value {
-                        serde_json::Value::String(s) => s,
-                        other => other.to_string(),
-                    };
-                    attributes.insert(format!("tags.{}", key.trim()), value);
-                }
-            }
-            lines.push(BillingItem {
-                charge_period: Span::new(start, end),
-                effective_cost: value(&effective_cost, row)
-                    .map(Money::from_units)
-                    .unwrap_or_default(),
-                resource_id: owned(&resource_id, row),
-                attributes,
-            });
-        }
-    }
-    Ok(lines)
-}
-
-/// Usage measures for `usage` rules, per day and team: `requests` and `tokens` from the gateway.
-pub async fn usage(
-    ctx: &SessionContext,
-    window: Span,
-) -> Result<BTreeMap<String, BTreeMap<(Micros, String), f64>>, BuildError> {
-    let sql = format!(
-        "SELECT date_trunc('day', ts) AS day, team, CAST(count(*) AS DOUBLE) AS requests,
-                CAST(sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)) AS DOUBLE) AS tokens
-         FROM token_usage WHERE ts >= {} AND ts < {} AND team IS NOT NULL GROUP BY 1, 2",
-        ts_literal(window.start),
-        ts_literal(window.end)
-    );
-    let mut usage: BTreeMap<String, BTreeMap<(Micros, String), f64>> = BTreeMap::new();
-    for batch in query(ctx, &sql).await? {
-        let (days, teams) = (timestamps(&batch, "day")?, strings(&batch, "team")?);
-        let measures = [
-            ("requests", floats(&batch, "requests")?),
-            ("tokens", floats(&batch, "tokens")?),
-        ];
-        for row in 0..batch.num_rows() {
-            let (Some(day), Some(team)) = (value(&days, row), owned(&teams, row)) else {
-                continue; // filtered by the query
-            };
-            for (measure, values) in &measures {
-                usage
-                    .entry((*measure).into())
-                    .or_default()
-                    .insert((day, team.clone()), value(values, row).unwrap_or(0.0));
-            }
-        }
-    }
-    Ok(usage)
-}
-
 /// The GPU-seconds of the stored `gpu_hours` rows of a window, whatever their class, per
 /// (day, cluster, node): what the balance prices by the rate card.
 pub async fn gpu_seconds(
@@ -755,95 +601,4 @@ pub async fn gpu_seconds(
         }
     }
     Ok(seconds)
-}
-
-/// The stored `gpu_hours` rows of a window (kept when only some hours are recomputed).
-pub async fn stored_gpu_hours(
-    ctx: &SessionContext,
-    window: Span,
-) -> Result<Vec<GpuHour>, BuildError> {
-    let sql = format!(
-        "SELECT * FROM gpu_hours WHERE hour >= {} AND hour < {}",
-        ts_literal(window.start),
-        ts_literal(window.end)
-    );
-    let mut rows = Vec::new();
-    for batch in query(ctx, &sql).await? {
-        let gpus = GpuKeys::of(&batch)?;
-        let hours = timestamps(&batch, "hour")?;
-        let [uuid, team, namespace, workload, reserved_reason] = several(
-            &batch,
-            strings,
-            [
-                "gpu_uuid",
-                "team",
-                "namespace",
-                "workload",
-                "reserved_reason",
-            ],
-        )?;
-        let seconds = |name: &str| -> Result<_, BuildError> {
-            let values = floats(&batch, name)?;
-            Ok(move |row: usize| value(&values, row).unwrap_or(0.0))
-        };
-        let cost = |name: &str| -> Result<_, BuildError> {
-            let values = money(&batch, name)?;
-            Ok(move |row: usize| value(&values, row).map_or(Money::ZERO, Money::from_units))
-        };
-        let (alloc, busy, allocated_idle, reserved, unexplained, fault, energy) = (
-            seconds("alloc_seconds")?,
-            seconds("busy_seconds")?,
-            seconds("allocated_idle_seconds")?,
-            seconds("reserved_seconds")?,
-            seconds("unexplained_seconds")?,
-            seconds("fault_seconds")?,
-            seconds("energy_wh")?,
-        );
-        let sm_active = floats(&batch, "sm_active")?;
-        let (total, cost_busy, cost_allocated_idle, cost_reserved, cost_unexplained, cost_fault) = (
-            cost("cost")?,
-            cost("cost_busy")?,
-            cost("cost_allocated_idle")?,
-            cost("cost_reserved")?,
-            cost("cost_unexplained")?,
-            cost("cost_fault")?,
-        );
-        for row in 0..batch.num_rows() {
-            let (Some((cluster, node, gpu_index)), Some(hour)) =
-                (gpus.key(row), value(&hours, row))
-            else {
-                continue; // the table's required columns are never null
-            };
-            rows.push(GpuHour {
-                hour,
-                cluster,
-                node,
-                gpu_index,
-                gpu_uuid: owned(&uuid, row),
-                owner: owned(&team, row).map(|team| Owner {
-                    team,
-                    namespace: owned(&namespace, row),
-                    workload: owned(&workload, row),
-                }),
-                alloc_seconds: alloc(row),
-                busy_seconds: busy(row),
-                allocated_idle_seconds: allocated_idle(row),
-                reserved_seconds: reserved(row),
-                reserved_reason: owned(&reserved_reason, row),
-                unexplained_seconds: unexplained(row),
-                fault_seconds: fault(row),
-                sm_active: value(&sm_active, row),
-                energy_wh: energy(row),
-                cost: total(row),
-                class_costs: ClassCosts {
-                    busy: cost_busy(row),
-                    allocated_idle: cost_allocated_idle(row),
-                    reserved: cost_reserved(row),
-                    unexplained: cost_unexplained(row),
-                    fault: cost_fault(row),
-                },
-            });
-        }
-    }
-    Ok(rows)
 }

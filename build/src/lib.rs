@@ -24,78 +24,18 @@ use gpuledger_lake::Lake;
 use gpuledger_lake::catalog::{CommitOutcome, NewBatch};
 use gpuledger_lake::tables::Table;
 use gpuledger_lake::writer::TableWriter;
-use gpuledger_ledger::build::{
-    LedgerInputs, ManualCost, Node, RateCardEntry, Reservation, rate_card_rates, rebuild,
-    resolve_team,
-};
+use gpuledger_ledger::build::{LedgerInputs, Node, rate_card_rates, rebuild, resolve_team};
 use gpuledger_ledger::gpu_hours::{ClassifyConfig, GpuHour};
-use gpuledger_ledger::journal::{Balance, SharedCostRule, by_day};
+use gpuledger_ledger::journal::{Balance, by_day};
 use gpuledger_ledger::money::Money;
-use gpuledger_ledger::objects::{
-    LabelPolicy, ManualCostSpec, RateCardSpec, ReservationSpec, SharedCostRuleSpec, Spec,
-};
 use gpuledger_ledger::time::{
     MICROS_PER_DAY, MICROS_PER_HOUR, Micros, Span, floor_day, floor_hour,
 };
 
-pub use inputs::ts_literal;
+pub use gpuledger_query::ledger_inputs::{Declared, declared, ts_literal};
 
 pub use error::BuildError;
 use gpuledger_query::new_session;
-
-/// What the catalog declares for the ledger (`gpuledger apply`).
-#[derive(Debug, Clone, Default)]
-pub struct Declared {
-    pub nodes: Vec<Node>,
-    pub reservations: Vec<Reservation>,
-    pub rules: Vec<SharedCostRule>,
-    pub rate_card: Vec<RateCardEntry>,
-    pub manual_costs: Vec<ManualCost>,
-    pub allowed_teams: Option<BTreeSet<String>>,
-    /// The latest change to any of them (microseconds): a built day older than this is rebuilt.
-    pub changed_at: Micros,
-}
-
-/// Reads the declared objects from the catalog, typed; rules in the order they apply.
-pub async fn declared(lake: &Lake) -> Result<Declared, BuildError> {
-    async fn typed<S: Spec>(lake: &Lake, changed_at: &mut Micros) -> Result<Vec<S>, BuildError> {
-        let declared = lake.catalog().objects_of::<S>().await?;
-        Ok(declared
-            .into_iter()
-            .map(|d| {
-                *changed_at = (*changed_at).max(d.updated_at);
-                d.spec
-            })
-            .collect())
-    }
-    let mut changed_at = 0;
-    let policies: Vec<LabelPolicy> = typed(lake, &mut changed_at).await?;
-    Ok(Declared {
-        nodes: typed(lake, &mut changed_at).await?,
-        reservations: typed::<ReservationSpec>(lake, &mut changed_at)
-            .await?
-            .iter()
-            .map(Reservation::from)
-            .collect(),
-        rules: typed::<SharedCostRuleSpec>(lake, &mut changed_at)
-            .await?
-            .into_iter()
-            .map(|r| r.base)
-            .collect(),
-        rate_card: typed::<RateCardSpec>(lake, &mut changed_at)
-            .await?
-            .into_iter()
-            .map(|r| r.base)
-            .collect(),
-        manual_costs: typed::<ManualCostSpec>(lake, &mut changed_at)
-            .await?
-            .iter()
-            .map(ManualCost::from)
-            .collect(),
-        allowed_teams: policies.first().and_then(LabelPolicy::allowed_teams),
-        changed_at,
-    })
-}
 
 /// What one `ledger build` did to one day.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,6 +22,7 @@ pub mod cancel;
 pub mod columns;
 pub mod error;
 pub mod lake_table;
+pub mod ledger_inputs;
 pub mod runtime;
 pub mod sandbox;
 pub mod scope;

@@ -1,0 +1,328 @@
+//! Reads the ledger's inputs and the stored ledger out of the lake, into the plain values of
+//! `gpuledger_ledger`: what the ledger build (the `gpuledger-build` crate) and the read-side
+//! functions that recompute from the same inputs (`focus_allocated`) share, so that both read
+//! the lake alike.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use arrow::array::{Int32Array, RecordBatch, StringArray};
+use datafusion::prelude::SessionContext;
+use gpuledger_lake::Lake;
+use gpuledger_ledger::build::{BillingItem, ManualCost, Node, RateCardEntry, Reservation};
+use gpuledger_ledger::gpu_hours::{ClassCosts, GpuHour, Owner};
+use gpuledger_ledger::journal::SharedCostRule;
+use gpuledger_ledger::money::Money;
+use gpuledger_ledger::objects::{
+    LabelPolicy, ManualCostSpec, RateCardSpec, ReservationSpec, SharedCostRuleSpec, Spec,
+};
+use gpuledger_ledger::time::{Micros, Span};
+
+use crate::columns::{floats, int32s, money, several, strings, text, timestamps, value};
+use crate::error::QueryError;
+
+/// What the catalog declares for the ledger (`gpuledger apply`).
+#[derive(Debug, Clone, Default)]
+pub struct Declared {
+    pub nodes: Vec<Node>,
+    pub reservations: Vec<Reservation>,
+    pub rules: Vec<SharedCostRule>,
+    pub rate_card: Vec<RateCardEntry>,
+    pub manual_costs: Vec<ManualCost>,
+    pub allowed_teams: Option<BTreeSet<String>>,
+    /// The latest change to any of them (microseconds): a built day older than this is rebuilt.
+    pub changed_at: Micros,
+}
+
+/// Reads the declared objects from the catalog, typed; rules in the order they apply.
+pub async fn declared(lake: &Lake) -> Result<Declared, QueryError> {
+    async fn typed<S: Spec>(lake: &Lake, changed_at: &mut Micros) -> Result<Vec<S>, QueryError> {
+        let declared = lake.catalog().objects_of::<S>().await?;
+        Ok(declared
+            .into_iter()
+            .map(|d| {
+                *changed_at = (*changed_at).max(d.updated_at);
+                d.spec
+            })
+            .collect())
+    }
+    let mut changed_at = 0;
+    let policies: Vec<LabelPolicy> = typed(lake, &mut changed_at).await?;
+    Ok(Declared {
+        nodes: typed(lake, &mut changed_at).await?,
+        reservations: typed::<ReservationSpec>(lake, &mut changed_at)
+            .await?
+            .iter()
+            .map(Reservation::from)
+            .collect(),
+        rules: typed::<SharedCostRuleSpec>(lake, &mut changed_at)
+            .await?
+            .into_iter()
+            .map(|r| r.base)
+            .collect(),
+        rate_card: typed::<RateCardSpec>(lake, &mut changed_at)
+            .await?
+            .into_iter()
+            .map(|r| r.base)
+            .collect(),
+        manual_costs: typed::<ManualCostSpec>(lake, &mut changed_at)
+            .await?
+            .iter()
+            .map(ManualCost::from)
+            .collect(),
+        allowed_teams: policies.first().and_then(LabelPolicy::allowed_teams),
+        changed_at,
+    })
+}
+
+/// A SQL literal of the lake's timestamp type (microseconds, UTC) for a time in microseconds.
+/// Not `TIMESTAMP '…'`: DataFusion reads that as nanoseconds, which end in 2262, while the lake
+/// keeps times to 9999.
+pub fn ts_literal(micros: Micros) -> String {
+    format!("arrow_cast({micros}, 'Timestamp(µs, \"UTC\")')")
+}
+
+pub async fn query(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>, QueryError> {
+    Ok(ctx.sql(sql).await?.collect().await?)
+}
+
+/// A string column's value at `row`, owned; `None` when null.
+pub fn owned(values: &StringArray, row: usize) -> Option<String> {
+    text(values, row).map(str::to_string)
+}
+
+/// The GPU key columns of a result: `cluster` (NULL read as ""), `node`, `gpu_index`.
+pub struct GpuKeys {
+    pub cluster: StringArray,
+    pub node: StringArray,
+    pub gpu_index: Int32Array,
+}
+
+impl GpuKeys {
+    pub fn of(batch: &RecordBatch) -> Result<Self, QueryError> {
+        Ok(Self {
+            cluster: strings(batch, "cluster")?,
+            node: strings(batch, "node")?,
+            gpu_index: int32s(batch, "gpu_index")?,
+        })
+    }
+
+    /// `None` when the node or the GPU index is NULL (the queries filter those out).
+    pub fn key(&self, row: usize) -> Option<(String, String, u32)> {
+        let (cluster, node, index) = self.key_ref(row)?;
+        Some((cluster.to_string(), node.to_string(), index))
+    }
+
+    /// [`key`](Self::key) borrowed from the batch, for comparing before allocating.
+    pub fn key_ref(&self, row: usize) -> Option<(&str, &str, u32)> {
+        Some((
+            text(&self.cluster, row).unwrap_or_default(),
+            text(&self.node, row)?,
+            value(&self.gpu_index, row)? as u32,
+        ))
+    }
+}
+
+/// The `billing_lines` columns that shared-cost rules match on (with `resource_id` and the tags).
+const RULE_COLUMNS: [&str; 10] = [
+    "service_category",
+    "service_subcategory",
+    "service_name",
+    "charge_category",
+    "provider_name",
+    "sub_account_id",
+    "sub_account_name",
+    "region_id",
+    "sku_id",
+    "resource_type",
+];
+
+/// Billing lines whose charge period overlaps the window, with the FOCUS columns and tags that
+/// shared-cost rules match on.
+pub async fn billing(ctx: &SessionContext, window: Span) -> Result<Vec<BillingItem>, QueryError> {
+    let sql = format!(
+        "SELECT charge_period_start, charge_period_end, effective_cost, resource_id, tags, {}
+         FROM billing_lines
+         WHERE charge_period_start < {} AND coalesce(charge_period_end, charge_period_start) >= {}",
+        RULE_COLUMNS.join(", "),
+        ts_literal(window.end),
+        ts_literal(window.start)
+    );
+    let mut lines = Vec::new();
+    for batch in query(ctx, &sql).await? {
+        lines.extend(billing_items(&batch)?.into_iter().flatten());
+    }
+    Ok(lines)
+}
+
+/// Each row of a `billing_lines` result (with at least the columns [`billing`] selects) as the
+/// ledger sees it, row for row: `None` where the charge period's start is NULL (never, in the
+/// lake: the column is required). A NULL end is the start (an instant).
+pub fn billing_items(batch: &RecordBatch) -> Result<Vec<Option<BillingItem>>, QueryError> {
+    let rule_columns = RULE_COLUMNS
+        .iter()
+        .map(|name| Ok((*name, strings(batch, name)?)))
+        .collect::<Result<Vec<_>, QueryError>>()?;
+    let (resource_id, tags) = (strings(batch, "resource_id")?, strings(batch, "tags")?);
+    let (start, end) = (
+        timestamps(batch, "charge_period_start")?,
+        timestamps(batch, "charge_period_end")?,
+    );
+    let effective_cost = money(batch, "effective_cost")?;
+    Ok((0..batch.num_rows())
+        .map(|row| {
+            let start = value(&start, row)?;
+            let end = value(&end, row).unwrap_or(start);
+            let mut attributes: BTreeMap<String, String> = rule_columns
+                .iter()
+                .filter_map(|(name, values)| owned(values, row).map(|v| (name.to_string(), v)))
+                .collect();
+            if let Some(resource) = owned(&resource_id, row) {
+                attributes.insert("resource_id".into(), resource);
+            }
+            if let Some(serde_json::Value::Object(tags)) =
+                text(&tags, row).and_then(|t| serde_json::from_str(t).ok())
+            {
+                for (key, value) in tags {
+                    let value = match value {
+                        serde_json::Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    attributes.insert(format!("tags.{}", key.trim()), value);
+                }
+            }
+            Some(BillingItem {
+                charge_period: Span::new(start, end),
+                effective_cost: value(&effective_cost, row)
+                    .map(Money::from_units)
+                    .unwrap_or_default(),
+                resource_id: owned(&resource_id, row),
+                attributes,
+            })
+        })
+        .collect())
+}
+
+/// Usage measures for `usage` rules, per day and team: `requests` and `tokens` from the gateway.
+pub async fn usage(
+    ctx: &SessionContext,
+    window: Span,
+) -> Result<BTreeMap<String, BTreeMap<(Micros, String), f64>>, QueryError> {
+    let sql = format!(
+        "SELECT date_trunc('day', ts) AS day, team, CAST(count(*) AS DOUBLE) AS requests,
+                CAST(sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)) AS DOUBLE) AS tokens
+         FROM token_usage WHERE ts >= {} AND ts < {} AND team IS NOT NULL GROUP BY 1, 2",
+        ts_literal(window.start),
+        ts_literal(window.end)
+    );
+    let mut usage: BTreeMap<String, BTreeMap<(Micros, String), f64>> = BTreeMap::new();
+    for batch in query(ctx, &sql).await? {
+        let (days, teams) = (timestamps(&batch, "day")?, strings(&batch, "team")?);
+        let measures = [
+            ("requests", floats(&batch, "requests")?),
+            ("tokens", floats(&batch, "tokens")?),
+        ];
+        for row in 0..batch.num_rows() {
+            let (Some(day), Some(team)) = (value(&days, row), owned(&teams, row)) else {
+                continue; // filtered by the query
+            };
+            for (measure, values) in &measures {
+                usage
+                    .entry((*measure).into())
+                    .or_default()
+                    .insert((day, team.clone()), value(values, row).unwrap_or(0.0));
+            }
+        }
+    }
+    Ok(usage)
+}
+
+/// The stored `gpu_hours` rows of a window (kept when only some hours are recomputed).
+pub async fn stored_gpu_hours(
+    ctx: &SessionContext,
+    window: Span,
+) -> Result<Vec<GpuHour>, QueryError> {
+    let sql = format!(
+        "SELECT * FROM gpu_hours WHERE hour >= {} AND hour < {}",
+        ts_literal(window.start),
+        ts_literal(window.end)
+    );
+    let mut rows = Vec::new();
+    for batch in query(ctx, &sql).await? {
+        let gpus = GpuKeys::of(&batch)?;
+        let hours = timestamps(&batch, "hour")?;
+        let [uuid, team, namespace, workload, reserved_reason] = several(
+            &batch,
+            strings,
+            [
+                "gpu_uuid",
+                "team",
+                "namespace",
+                "workload",
+                "reserved_reason",
+            ],
+        )?;
+        let seconds = |name: &str| -> Result<_, QueryError> {
+            let values = floats(&batch, name)?;
+            Ok(move |row: usize| value(&values, row).unwrap_or(0.0))
+        };
+        let cost = |name: &str| -> Result<_, QueryError> {
+            let values = money(&batch, name)?;
+            Ok(move |row: usize| value(&values, row).map_or(Money::ZERO, Money::from_units))
+        };
+        let (alloc, busy, allocated_idle, reserved, unexplained, fault, energy) = (
+            seconds("alloc_seconds")?,
+            seconds("busy_seconds")?,
+            seconds("allocated_idle_seconds")?,
+            seconds("reserved_seconds")?,
+            seconds("unexplained_seconds")?,
+            seconds("fault_seconds")?,
+            seconds("energy_wh")?,
+        );
+        let sm_active = floats(&batch, "sm_active")?;
+        let (total, cost_busy, cost_allocated_idle, cost_reserved, cost_unexplained, cost_fault) = (
+            cost("cost")?,
+            cost("cost_busy")?,
+            cost("cost_allocated_idle")?,
+            cost("cost_reserved")?,
+            cost("cost_unexplained")?,
+            cost("cost_fault")?,
+        );
+        for row in 0..batch.num_rows() {
+            let (Some((cluster, node, gpu_index)), Some(hour)) =
+                (gpus.key(row), value(&hours, row))
+            else {
+                continue; // the table's required columns are never null
+            };
+            rows.push(GpuHour {
+                hour,
+                cluster,
+                node,
+                gpu_index,
+                gpu_uuid: owned(&uuid, row),
+                owner: owned(&team, row).map(|team| Owner {
+                    team,
+                    namespace: owned(&namespace, row),
+                    workload: owned(&workload, row),
+                }),
+                alloc_seconds: alloc(row),
+                busy_seconds: busy(row),
+                allocated_idle_seconds: allocated_idle(row),
+                reserved_seconds: reserved(row),
+                reserved_reason: owned(&reserved_reason, row),
+                unexplained_seconds: unexplained(row),
+                fault_seconds: fault(row),
+                sm_active: value(&sm_active, row),
+                energy_wh: energy(row),
+                cost: total(row),
+                class_costs: ClassCosts {
+                    busy: cost_busy(row),
+                    allocated_idle: cost_allocated_idle(row),
+                    reserved: cost_reserved(row),
+                    unexplained: cost_unexplained(row),
+                    fault: cost_fault(row),
+                },
+            });
+        }
+    }
+    Ok(rows)
+}
