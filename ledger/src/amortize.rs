@@ -27,16 +27,22 @@ pub const UNATTRIBUTED: &str = "unattributed";
 /// Spreads `amount` in proportion to `weights` (teams with zero or negative weight get nothing).
 /// With no positive weight at all, the amount goes to [`UNATTRIBUTED`]: never dropped.
 pub fn spread(amount: Money, weights: &BTreeMap<String, f64>) -> Vec<(String, Money)> {
-    let (teams, positive): (Vec<&String>, Vec<f64>) =
-        weights.iter().filter(|(_, w)| **w > 0.0).unzip();
-    if teams.is_empty() {
-        return vec![(UNATTRIBUTED.to_string(), amount)];
+    let (teams, positive): (Vec<String>, Vec<f64>) = payers(weights).into_iter().unzip();
+    teams.into_iter().zip(amount.split_f64(&positive)).collect()
+}
+
+/// Who [`spread`] gives a part to, with their weights: the teams of positive weight, else
+/// [`UNATTRIBUTED`] alone.
+pub fn payers(weights: &BTreeMap<String, f64>) -> Vec<(String, f64)> {
+    let positive: Vec<(String, f64)> = weights
+        .iter()
+        .filter(|(_, w)| **w > 0.0)
+        .map(|(t, w)| (t.clone(), *w))
+        .collect();
+    if positive.is_empty() {
+        return vec![(UNATTRIBUTED.to_string(), 1.0)];
     }
-    teams
-        .into_iter()
-        .cloned()
-        .zip(amount.split_f64(&positive))
-        .collect()
+    positive
 }
 
 /// The weights a strategy uses, given each team's basis (direct cost, GPU-hours or usage).

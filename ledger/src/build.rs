@@ -134,7 +134,8 @@ pub struct LedgerOutput {
     pub warnings: Vec<Warning>,
 }
 
-type NodeKey = (String, String);
+/// (cluster, node).
+pub type NodeKey = (String, String);
 
 /// The team that pays for an allocation: its `team` label when the policy allows it, else
 /// [`UNATTRIBUTED`] — never dropped.
@@ -203,7 +204,7 @@ pub fn matches_node(line_resource: &str, node: &Node) -> bool {
 }
 
 /// The node a billing line is for: the first (by cluster and name) whose resource id it names.
-fn line_node<'a>(line: &BillingItem, nodes: &BTreeMap<NodeKey, &'a Node>) -> Option<&'a Node> {
+pub fn line_node<'a>(line: &BillingItem, nodes: &BTreeMap<NodeKey, &'a Node>) -> Option<&'a Node> {
     let id = line.resource_id.as_deref()?;
     nodes.values().copied().find(|n| matches_node(id, n))
 }
@@ -243,6 +244,53 @@ pub fn rate_card_rates(
         .collect()
 }
 
+/// Where one billing line's cost goes: a node's line prices the node's GPUs over its period
+/// (`price.rs`) and leaves the non-GPU part to the shared pools as `node_overhead`; any other
+/// line is shared whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineParts {
+    /// The price per GPU-hour on each GPU of the node the line is for.
+    pub gpu_price: Option<(NodeKey, PriceSegment)>,
+    pub shared: Option<SharedItem>,
+}
+
+pub fn line_parts(line: &BillingItem, node: Option<&Node>) -> LineParts {
+    let Some(node) = node else {
+        return LineParts {
+            gpu_price: None,
+            shared: Some(SharedItem {
+                period: line.charge_period,
+                amount: line.effective_cost,
+                source: "billing".into(),
+                attributes: line.attributes.clone(),
+            }),
+        };
+    };
+    let split = split_node_line(
+        line.effective_cost,
+        line.charge_period,
+        node.gpu_count,
+        node.gpu_cost_share,
+    );
+    let shared = (!split.shared.is_zero()).then(|| {
+        let mut attributes = line.attributes.clone();
+        attributes.insert("kind".into(), "node_overhead".into());
+        attributes.insert("node".into(), node.node.clone());
+        SharedItem {
+            period: line.charge_period,
+            amount: split.shared,
+            source: "billing".into(),
+            attributes,
+        }
+    });
+    LineParts {
+        gpu_price: split
+            .gpu_price
+            .map(|price| ((node.cluster.clone(), node.node.clone()), price)),
+        shared,
+    }
+}
+
 fn price(inputs: &LedgerInputs, nodes: &BTreeMap<NodeKey, &Node>) -> Priced {
     let window = inputs.window;
     let mut priced = Priced {
@@ -272,42 +320,17 @@ fn price(inputs: &LedgerInputs, nodes: &BTreeMap<NodeKey, &Node>) -> Priced {
             .iter()
             .map(|(_, a)| a)
             .sum::<Money>();
-        let node = line_node(line, nodes);
-        let Some(node) = node else {
-            priced.shared_items.push(SharedItem {
-                period: line.charge_period,
-                amount: line.effective_cost,
-                source: "billing".into(),
-                attributes: line.attributes.clone(),
-            });
-            continue;
-        };
-        let split = split_node_line(
-            line.effective_cost,
-            line.charge_period,
-            node.gpu_count,
-            node.gpu_cost_share,
-        );
-        if let Some(price) = split.gpu_price {
+        let parts = line_parts(line, line_node(line, nodes));
+        if let Some((node, price)) = parts.gpu_price {
             let span = price.span.intersect(&window);
             if !span.is_empty() {
                 billed_segments
-                    .entry((node.cluster.clone(), node.node.clone()))
+                    .entry(node)
                     .or_default()
                     .push(PriceSegment { span, ..price });
             }
         }
-        if !split.shared.is_zero() {
-            let mut attributes = line.attributes.clone();
-            attributes.insert("kind".into(), "node_overhead".into());
-            attributes.insert("node".into(), node.node.clone());
-            priced.shared_items.push(SharedItem {
-                period: line.charge_period,
-                amount: split.shared,
-                source: "billing".into(),
-                attributes,
-            });
-        }
+        priced.shared_items.extend(parts.shared);
     }
     for cost in &inputs.manual_costs {
         priced.manual += by_day(cost.amount, cost.period, window)
@@ -590,4 +613,4 @@ fn fault_spans(events: &[Event], window: Span) -> HashMap<NodeKey, Vec<Span>> {
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -139,33 +139,17 @@ pub type UsageMeasures = BTreeMap<String, BTreeMap<(Micros, String), f64>>;
 /// `allocated_idle` lines or on the unallocated buckets (with the row's `source`), the shared
 /// items spread by the rules over the teams' direct cost, GPU-hours or usage, one line per key.
 /// The same rows and items in any order give the same lines.
-pub fn journal<'r>(
-    rows: &'r [GpuHour],
+pub fn journal(
+    rows: &[GpuHour],
     source_of: impl Fn(&GpuHour) -> &'static str,
     items: &[SharedItem],
     rules: &[SharedCostRule],
     usage: &UsageMeasures,
     window: Span,
 ) -> Vec<CostEntry> {
-    // One canonical order, so that the float GPU-hours of the basis add alike every time.
-    let mut rows: Vec<&'r GpuHour> = rows.iter().collect();
-    rows.sort_by(|a, b| {
-        let key = |r: &'r GpuHour| {
-            (
-                &r.cluster,
-                &r.node,
-                r.gpu_index,
-                r.hour,
-                &r.owner,
-                &r.reserved_reason,
-            )
-        };
-        key(a).cmp(&key(b))
-    });
+    let rows = canonical_order(rows);
     let mut entries = Vec::new();
-    let mut direct: BTreeMap<(Micros, String), Money> = BTreeMap::new();
-    let mut basis = DailyBasis::default();
-    for row in rows {
+    for &row in &rows {
         let day = floor_day(row.hour);
         let source = source_of(row);
         let mut entry = |team: Option<&String>, bucket: String, amount: Money| {
@@ -189,11 +173,6 @@ pub fn journal<'r>(
                     "allocated_idle".into(),
                     costs.allocated_idle,
                 );
-                *direct.entry((day, owner.team.clone())).or_default() += row.cost;
-                *basis
-                    .gpu_hours
-                    .entry((day, owner.team.clone()))
-                    .or_default() += row.alloc_seconds / 3600.0;
             }
             None => {
                 if let Some(reason) = &row.reserved_reason {
@@ -204,10 +183,51 @@ pub fn journal<'r>(
             }
         }
     }
-    basis.direct_cost = direct.into_iter().map(|(k, v)| (k, v.to_f64())).collect();
-    basis.usage = usage.clone();
+    let basis = daily_basis(rows.iter().copied(), usage);
     entries.extend(amortize(items, rules, &basis, window));
     consolidate(entries)
+}
+
+/// The rows in one canonical order, so that the float GPU-hours of a basis add alike every time.
+fn canonical_order<'r>(rows: impl IntoIterator<Item = &'r GpuHour>) -> Vec<&'r GpuHour> {
+    let mut rows: Vec<&'r GpuHour> = rows.into_iter().collect();
+    rows.sort_by(|a, b| {
+        let key = |r: &'r GpuHour| {
+            (
+                &r.cluster,
+                &r.node,
+                r.gpu_index,
+                r.hour,
+                &r.owner,
+                &r.reserved_reason,
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    rows
+}
+
+/// What the rules weigh, from the GPU-hour rows and the usage measures: each owner's direct
+/// cost (its rows' whole cost) and GPU-hours held, per day.
+pub fn daily_basis<'r>(
+    rows: impl IntoIterator<Item = &'r GpuHour>,
+    usage: &UsageMeasures,
+) -> DailyBasis {
+    let mut direct: BTreeMap<(Micros, String), Money> = BTreeMap::new();
+    let mut basis = DailyBasis::default();
+    for row in canonical_order(rows) {
+        if let Some(owner) = &row.owner {
+            let day = floor_day(row.hour);
+            *direct.entry((day, owner.team.clone())).or_default() += row.cost;
+            *basis
+                .gpu_hours
+                .entry((day, owner.team.clone()))
+                .or_default() += row.alloc_seconds / 3600.0;
+        }
+    }
+    basis.direct_cost = direct.into_iter().map(|(k, v)| (k, v.to_f64())).collect();
+    basis.usage = usage.clone();
+    basis
 }
 
 /// Spreads shared items over days (in proportion to time) and over teams (by the first rule
@@ -218,20 +238,11 @@ pub fn amortize(
     basis: &DailyBasis,
     window: Span,
 ) -> Vec<CostEntry> {
-    let default_rule = SharedCostRule {
-        name: "default".into(),
-        matches: BTreeMap::new(),
-        strategy: Strategy::Proportional,
-        basis: Basis::DirectCost,
-    };
     let mut entries = Vec::new();
     for item in items {
-        let rule = rules
-            .iter()
-            .find(|r| r.applies_to(&item.attributes))
-            .unwrap_or(&default_rule);
+        let rule = rule_for(item, rules);
         for (day, amount) in by_day(item.amount, item.period, window) {
-            let team_weights = weights(&rule.strategy, &basis.for_day(&rule.basis, day));
+            let team_weights = day_weights(&rule, basis, day);
             for (team, part) in spread(amount, &team_weights) {
                 entries.push(CostEntry {
                     day,
@@ -245,6 +256,31 @@ pub fn amortize(
         }
     }
     entries
+}
+
+/// The rule that spreads `item`: the first that matches, else `default` (proportional to
+/// direct cost).
+pub fn rule_for(item: &SharedItem, rules: &[SharedCostRule]) -> SharedCostRule {
+    rules
+        .iter()
+        .find(|r| r.applies_to(&item.attributes))
+        .cloned()
+        .unwrap_or_else(|| SharedCostRule {
+            name: "default".into(),
+            matches: BTreeMap::new(),
+            strategy: Strategy::Proportional,
+            basis: Basis::DirectCost,
+        })
+}
+
+/// The teams' weights under `rule` on `day`, as [`amortize`] spreads by them (before
+/// [`spread`] gives what no positive weight claims to `unattributed`).
+pub fn day_weights(
+    rule: &SharedCostRule,
+    basis: &DailyBasis,
+    day: Micros,
+) -> BTreeMap<String, f64> {
+    weights(&rule.strategy, &basis.for_day(&rule.basis, day))
 }
 
 /// The part of an amount spread evenly over `period` that falls in each day of `window`.

@@ -23,6 +23,7 @@ pub mod amortize;
 pub mod budget;
 pub mod build;
 pub mod capacity;
+pub mod charge_split;
 pub mod gpu_hours;
 pub mod journal;
 pub mod money;
