@@ -10,7 +10,7 @@ use rust_decimal::Decimal;
 use serde_json::Value;
 
 use crate::golden::{build_days, example, load_worked_example, run_ok};
-use crate::support::{Ledger, describe, ledgers, serve_command};
+use crate::support::{Ledger, describe, duckdb_available, ledgers, serve_command};
 
 /// The tables and money columns compared; `gpu_samples` by rows only.
 const COMPARED: [(&str, Option<&str>); 4] = [
@@ -44,22 +44,6 @@ fn gpuledger_figures(ledger: &Ledger) -> Figures {
             )
         })
         .collect()
-}
-
-/// Whether DuckDB's Python package is here; `scripts/test` installs it, so CI always has it.
-fn duckdb_available() -> bool {
-    let found = Command::new("python3")
-        .args(["-c", "import duckdb"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must compare with DuckDB: `python3 -m pip install duckdb` (scripts/test does)"
-        );
-        eprintln!("skipped: DuckDB comparison (python3 cannot import duckdb)");
-    }
-    found
 }
 
 /// The same figures from DuckDB over `<data>/tables/<table>/**/*.parquet`, without gpuledger.

@@ -10,6 +10,7 @@ mod costs;
 mod crash;
 mod demo;
 mod docs;
+mod focus_export;
 mod golden;
 mod grafana;
 mod ingest_bad_corpus;

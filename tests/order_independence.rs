@@ -429,7 +429,7 @@ async fn land(lake: &Lake, file: &File) {
 }
 
 async fn build(lake: &Lake) {
-    let declared = declared(lake).await.unwrap();
+    let declared = declared(lake.catalog()).await.unwrap();
     build_ledger(lake, &declared, [day()]).await.unwrap();
 }
 
@@ -490,7 +490,7 @@ async fn case(s: Scenario, d: Delivery) -> Result<(), TestCaseError> {
     }
     let got = ledger_tables(&lake).await;
     prop_assert_eq!(&got, &expected);
-    let declared = declared(&lake).await.unwrap();
+    let declared = declared(lake.catalog()).await.unwrap();
     let balance = balance(&lake, &declared, day_span(day())).await.unwrap();
     prop_assert!(balance.balances(), "{balance:?}");
     Ok(())

@@ -478,3 +478,19 @@ pub fn psycopg(server: &Server, token: &str, script: &str) -> Command {
     command.args(["-c", script, &dsn]);
     command
 }
+
+/// Whether DuckDB's Python package is here; `scripts/test` installs it, so CI always has it.
+pub fn duckdb_available() -> bool {
+    let found = Command::new("python3")
+        .args(["-c", "import duckdb"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must compare with DuckDB: `python3 -m pip install duckdb` (scripts/test does)"
+        );
+        eprintln!("skipped: DuckDB comparison (python3 cannot import duckdb)");
+    }
+    found
+}

@@ -62,6 +62,8 @@ pub enum Command {
     Token(TokenArgs),
     /// Reports over the ledger.
     Report(ReportArgs),
+    /// Export the ledger in the formats of the ecosystem.
+    Export(ExportArgs),
     /// Merge the small files of each table-day into few, then move retired files (restated,
     /// rebuilt or compacted) out of tables/ and delete those past --retain-superseded. Runs
     /// under the catalog's compaction lease; exits 2 while another process holds it.
@@ -87,6 +89,41 @@ pub struct CompactArgs {
 
 fn parse_table(name: &str) -> Result<gpuledger_lake::tables::Table, String> {
     name.parse()
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    #[command(subcommand)]
+    pub command: ExportCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExportCommand {
+    /// The bill of [from, to) in FOCUS 1.3 with split cost allocation: each charge whose period
+    /// starts in the window, split into rows by team, workload, reserved, unexplained and shared
+    /// (docs/focus-export.md). Every day the charges cover must be built.
+    Focus {
+        /// First day (UTC), YYYY-MM-DD.
+        #[arg(long)]
+        from: NaiveDate,
+        /// The day after the last (UTC, exclusive), YYYY-MM-DD.
+        #[arg(long)]
+        to: NaiveDate,
+        #[arg(long, value_enum, default_value_t = FocusFormat::Csv)]
+        format: FocusFormat,
+        /// Write to this file instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// How the FOCUS export is written.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FocusFormat {
+    /// CSV with a header, times as `2026-11-02T00:00:00Z`.
+    Csv,
+    Parquet,
 }
 
 #[derive(Debug, clap::Args)]

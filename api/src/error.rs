@@ -193,6 +193,9 @@ fn query_class(error: &QueryError) -> Class {
             "54000",
             "Result size limit exceeded",
         ),
+        QueryError::LedgerNotBuilt { .. } => {
+            class(StatusCode::CONFLICT, "55000", "Ledger not built")
+        }
         QueryError::Lake(_) => internal(),
         QueryError::DataFusion(_) => match error.datafusion_root() {
             Some(DataFusionError::ResourcesExhausted(_)) => class(

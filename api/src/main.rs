@@ -68,6 +68,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
         Command::Serve(args) => serve::run(lake, args).await.map(|()| ExitCode::SUCCESS),
         Command::Token(args) => commands::token::run(&lake, args).await,
         Command::Report(args) => commands::report::run(&lake, args).await,
+        Command::Export(args) => commands::export::run(&lake, args).await,
         Command::Compact(args) => commands::compact::run(&lake, args).await,
         Command::Migrate => {
             println!("catalog is up to date ({:?})", lake.catalog().backend());

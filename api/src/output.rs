@@ -71,3 +71,29 @@ pub fn write_batches<W: Write + Send>(
     }
     Ok(())
 }
+
+/// The FOCUS export (`gpuledger export focus`, `GET /v1/export/focus`): CSV with FOCUS's date
+/// format (`YYYY-MM-DDTHH:mm:ssZ`), or Parquet.
+pub fn write_focus<W: Write + Send>(
+    out: &mut W,
+    batches: &[RecordBatch],
+    format: crate::cli::FocusFormat,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let schema = gpuledger_query::focus_export::schema();
+    match format {
+        crate::cli::FocusFormat::Csv => {
+            let mut writer = arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .with_timestamp_tz_format("%Y-%m-%dT%H:%M:%SZ".to_string())
+                .build(&mut *out);
+            writer.write(&RecordBatch::new_empty(schema))?;
+            for batch in batches {
+                writer.write(batch)?;
+            }
+        }
+        crate::cli::FocusFormat::Parquet => {
+            write_batches(out, &schema, batches, OutputFormat::Parquet)?;
+        }
+    }
+    Ok(())
+}

@@ -43,6 +43,13 @@ pub enum QueryError {
     #[error("the query ran longer than its limit of {}s and was stopped", .0.as_secs_f64())]
     Timeout(std::time::Duration),
 
+    /// A computation over the stored ledger (the FOCUS export) reached a day the ledger has not
+    /// built yet.
+    #[error(
+        "the ledger of {day} is not built, and charge {charge} covers it: run `gpuledger ledger build` first"
+    )]
+    LedgerNotBuilt { day: String, charge: String },
+
     #[error("the result is larger than {} MiB: aggregate it, or add LIMIT", limit_bytes >> 20)]
     ResultTooLarge { limit_bytes: usize },
 }

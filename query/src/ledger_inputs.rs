@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use arrow::array::{Int32Array, RecordBatch, StringArray};
 use datafusion::prelude::SessionContext;
-use gpuledger_lake::Lake;
+use gpuledger_lake::Catalog;
 use gpuledger_ledger::build::{BillingItem, ManualCost, Node, RateCardEntry, Reservation};
 use gpuledger_ledger::gpu_hours::{ClassCosts, GpuHour, Owner};
 use gpuledger_ledger::journal::SharedCostRule;
@@ -34,9 +34,12 @@ pub struct Declared {
 }
 
 /// Reads the declared objects from the catalog, typed; rules in the order they apply.
-pub async fn declared(lake: &Lake) -> Result<Declared, QueryError> {
-    async fn typed<S: Spec>(lake: &Lake, changed_at: &mut Micros) -> Result<Vec<S>, QueryError> {
-        let declared = lake.catalog().objects_of::<S>().await?;
+pub async fn declared(catalog: &Catalog) -> Result<Declared, QueryError> {
+    async fn typed<S: Spec>(
+        catalog: &Catalog,
+        changed_at: &mut Micros,
+    ) -> Result<Vec<S>, QueryError> {
+        let declared = catalog.objects_of::<S>().await?;
         Ok(declared
             .into_iter()
             .map(|d| {
@@ -46,25 +49,25 @@ pub async fn declared(lake: &Lake) -> Result<Declared, QueryError> {
             .collect())
     }
     let mut changed_at = 0;
-    let policies: Vec<LabelPolicy> = typed(lake, &mut changed_at).await?;
+    let policies: Vec<LabelPolicy> = typed(catalog, &mut changed_at).await?;
     Ok(Declared {
-        nodes: typed(lake, &mut changed_at).await?,
-        reservations: typed::<ReservationSpec>(lake, &mut changed_at)
+        nodes: typed(catalog, &mut changed_at).await?,
+        reservations: typed::<ReservationSpec>(catalog, &mut changed_at)
             .await?
             .iter()
             .map(Reservation::from)
             .collect(),
-        rules: typed::<SharedCostRuleSpec>(lake, &mut changed_at)
+        rules: typed::<SharedCostRuleSpec>(catalog, &mut changed_at)
             .await?
             .into_iter()
             .map(|r| r.base)
             .collect(),
-        rate_card: typed::<RateCardSpec>(lake, &mut changed_at)
+        rate_card: typed::<RateCardSpec>(catalog, &mut changed_at)
             .await?
             .into_iter()
             .map(|r| r.base)
             .collect(),
-        manual_costs: typed::<ManualCostSpec>(lake, &mut changed_at)
+        manual_costs: typed::<ManualCostSpec>(catalog, &mut changed_at)
             .await?
             .iter()
             .map(ManualCost::from)

@@ -21,6 +21,7 @@
 pub mod cancel;
 pub mod columns;
 pub mod error;
+pub mod focus_export;
 pub mod lake_table;
 pub mod ledger_inputs;
 pub mod runtime;

@@ -28,7 +28,7 @@ pub async fn weekly_report(
     limits: &TenantLimits,
 ) -> Result<WeeklyReport> {
     let ctx = new_session(lake)?;
-    let declared = declared(lake).await?;
+    let declared = declared(lake.catalog()).await?;
     let w = Window::of(week);
     let previous = Window::of(week.previous());
     let this_ue = unit_economics(&ctx, &w).await?;

@@ -114,7 +114,7 @@ pub async fn run(lake: &Lake, data: &str, args: DemoArgs) -> Result<ExitCode, Bo
     .await?;
     let loaded = started.elapsed();
 
-    let declared = declared(lake).await?;
+    let declared = declared(lake.catalog()).await?;
     let days: Vec<NaiveDate> = days_between(spec.start, last_day).collect();
     let bar = show_progress().then(|| counted_bar(days.len() as u64, "ledger build (days)"));
     let mut gpu_hour_rows = 0;

@@ -14,7 +14,7 @@ use crate::cli::{LedgerArgs, LedgerCommand};
 const WARNINGS_SHOWN: usize = 3;
 
 pub async fn run(lake: &Lake, args: LedgerArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
-    let declared = declared(lake).await?;
+    let declared = declared(lake.catalog()).await?;
     match args.command {
         LedgerCommand::Build { from, to } => {
             let days: Vec<NaiveDate> = match (from, to) {

@@ -1,5 +1,6 @@
 pub mod compact;
 pub mod demo;
+pub mod export;
 pub mod ingest;
 pub mod ledger;
 pub mod objects;

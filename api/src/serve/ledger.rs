@@ -74,7 +74,7 @@ pub async fn balance_report(
         )));
     }
     let lake = &state.lake;
-    let b = balance(lake, &declared(lake).await?, Span::new(from, to)).await?;
+    let b = balance(lake, &declared(lake.catalog()).await?, Span::new(from, to)).await?;
     Ok(Json(BalanceReport {
         from: params.from,
         to: params.to,

@@ -123,7 +123,7 @@ impl LiveLedger {
             return Ok(None);
         }
         let built = async {
-            let declared = declared(lake).await?;
+            let declared = declared(lake.catalog()).await?;
             let today = DateTime::<Utc>::from_timestamp_micros(now)
                 .map(|t| t.date_naive())
                 .unwrap_or(NaiveDate::MAX);

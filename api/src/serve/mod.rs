@@ -22,6 +22,7 @@ pub mod auth;
 mod budgets;
 mod compaction;
 mod costs;
+mod export;
 mod health;
 mod ingest;
 mod ledger;
@@ -216,6 +217,7 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(costs::training_economics))
         .routes(routes!(costs::spot_savings))
         .routes(routes!(costs::value_report))
+        .routes(routes!(export::focus))
         .routes(routes!(reports::weekly))
         .routes(routes!(reports::runs))
         .layer(middleware::from_fn_with_state(

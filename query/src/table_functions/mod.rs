@@ -3,11 +3,13 @@
 //! `unit_economics(from, to)` and
 //! `unit_economics_daily(from, to)`, `training_economics(from, to)`, `spot_savings(from, to)`,
 //! `value_report(from, to)` and `value_report_daily(from, to)`,
+//! `focus_allocated(from, to)` (the FOCUS 1.3 allocation export),
 //! `inference_capacity(model, peak_rps, redundancy)`, `gpu_fit(gpus)` and `budget_status(at)`. `from` is inclusive and `to` exclusive;
 //! both take a date (`'2026-11-02'`), a timestamp or a timestamp string.
 
 mod budget_status;
 mod capacity;
+mod focus_allocated;
 mod idle_summary;
 mod recommendations;
 mod spot_savings;
@@ -24,6 +26,7 @@ use datafusion::prelude::SessionContext;
 
 pub use budget_status::BudgetStatusFunction;
 pub use capacity::{GpuFit, InferenceCapacity};
+pub use focus_allocated::FocusAllocated;
 pub use idle_summary::IdleSummary;
 pub use recommendations::Recommendations;
 pub use spot_savings::SpotSavings;
@@ -76,6 +79,12 @@ pub fn register_all(ctx: &SessionContext, sources: UnitEconomicsSources) {
             ctx.register_udtf(&function.name(), Arc::new(function));
         }
     }
+    ctx.register_udtf(
+        "focus_allocated",
+        Arc::new(FocusAllocated {
+            catalog: sources.catalog.clone(),
+        }),
+    );
     ctx.register_udtf(
         "training_economics",
         Arc::new(TrainingEconomics {
