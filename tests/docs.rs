@@ -11,7 +11,7 @@ fn repository() -> PathBuf {
 }
 
 /// The subcommands whose flags users set, as `gpuledger <words> --help` takes them.
-const COMMANDS: [&[&str]; 13] = [
+const COMMANDS: [&[&str]; 14] = [
     &[],
     &["serve"],
     &["demo"],
@@ -22,6 +22,7 @@ const COMMANDS: [&[&str]; 13] = [
     &["ledger", "build"],
     &["ledger", "check"],
     &["report", "weekly"],
+    &["export", "focus"],
     &["token", "create"],
     &["migrate"],
     &["compact"],

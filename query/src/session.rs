@@ -53,7 +53,7 @@ pub fn new_session_with(
     // also reads `select a, cluster` as a trailing comma before `CLUSTER BY`, and `cluster` is
     // one of our column names.)
     config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
-    let ctx = match options.memory_limit {
+    let mut ctx = match options.memory_limit {
         None => SessionContext::new_with_config(config),
         Some(bytes) => {
             let runtime = RuntimeEnvBuilder::new()
@@ -66,6 +66,9 @@ pub fn new_session_with(
         }
     };
     crate::udf::register_all(&ctx);
+    // JSON columns (`tags`, FOCUS `AllocatedTags`) are read with PostgreSQL's `->` / `->>` and
+    // the `json_get_*` functions.
+    datafusion_functions_json::register_all(&mut ctx)?;
     if let Some(bytes) = options.memory_limit {
         crate::value_limits::bound_functions(&ctx, crate::value_limits::cap_for(bytes));
     }
