@@ -104,6 +104,13 @@ fn psql_lists_describes_and_queries_the_ledger() {
         assert!(described.contains(column), "{column} in {described}");
     }
 
+    // `\du` sends PostgreSQL's array constructor `ARRAY(SELECT …)`.
+    let roles = psql_ok(&server, &reader, &["\\du"]);
+    assert!(
+        roles.starts_with("List of roles\nRole name|Attributes|Member of\n"),
+        "{roles}"
+    );
+
     let functions = psql_ok(&server, &reader, &["\\df"]);
     for function in [
         "team_costs",
@@ -183,6 +190,12 @@ with engine.connect() as conn, conn.begin():
     point.rollback()
     print(conn.execute(text("SELECT count(*) FROM cost_entries")).scalar() > 0)
 print(sorted(t for t in inspect(engine).get_table_names() if t in ("cost_entries", "gpu_hours")))
+# Column reflection binds parameters inside subqueries.
+print([(c["name"], str(c["type"]), c["nullable"]) for c in inspect(engine).get_columns("cost_entries")])
+with engine.connect() as conn:
+    print(conn.execute(text(
+        "SELECT count(*) FROM gpu_hours WHERE team = (SELECT CAST(:team AS VARCHAR)) AND gpu_index >= :gpu"),
+        {"team": "vision", "gpu": 0}).scalar())
 "#;
     let out = psycopg(&server, &reader, script)
         .output()
@@ -193,7 +206,11 @@ print(sorted(t for t in inspect(engine).get_table_names() if t in ("cost_entries
         "['nlp', 'unattributed', 'vision'] [40.728, 5.208, 23.064]\n\
          datetime64[ns, UTC] 4 2026-11-02T02:00:00+00:00\n\
          True\n\
-         ['cost_entries', 'gpu_hours']\n"
+         ['cost_entries', 'gpu_hours']\n\
+         [('day', 'TIMESTAMP', False), ('team', 'TEXT', True), ('bucket', 'TEXT', False), \
+         ('rule', 'TEXT', True), ('source', 'TEXT', False), ('amount', 'NUMERIC', False), \
+         ('currency', 'TEXT', True)]\n\
+         6\n"
     );
 }
 

@@ -100,6 +100,12 @@ pub fn register_functions(ctx: &SessionContext) {
             ScalarValue::Boolean(Some(false)),
         ),
         ("obj_description", vec![1, 2], text(None)),
+        // Every type of pg_type lives in pg_catalog, which is always on the search path.
+        (
+            "pg_type_is_visible",
+            vec![1],
+            ScalarValue::Boolean(Some(true)),
+        ),
         ("col_description", vec![2], text(None)),
         ("shobj_description", vec![2], text(None)),
     ] {
@@ -499,12 +505,61 @@ impl VisitorMut for Rewriter<'_> {
                     Ok(value) => *expr = literal(value),
                     Err(error) => return ControlFlow::Break(error),
                 },
+                Some("array") => {
+                    if let FunctionArguments::Subquery(query) = &function.args
+                        && let Some(aggregated) = array_of_subquery(query)
+                    {
+                        *expr = aggregated;
+                    }
+                }
                 _ => {}
             },
             _ => {}
         }
         ControlFlow::Continue(())
     }
+}
+
+/// PostgreSQL's array constructor `ARRAY(SELECT e FROM …)`, which DataFusion lacks, as the scalar
+/// subquery `(SELECT array_agg(e) FROM …)` (psql's `\du` and `\d+` send it). Only a plain
+/// `SELECT` of one column is rewritten; any other form stays as it is and DataFusion says it
+/// cannot plan it. One difference remains: over no rows PostgreSQL gives an empty array and
+/// `array_agg` NULL.
+fn array_of_subquery(query: &Query) -> Option<Expr> {
+    let mut query = query.clone();
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return None;
+    };
+    let [SelectItem::UnnamedExpr(element) | SelectItem::ExprWithAlias { expr: element, .. }] =
+        select.projection.as_mut_slice()
+    else {
+        return None;
+    };
+    let mut aggregate = datafusion::sql::sqlparser::parser::Parser::new(
+        &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+    )
+    .try_with_sql("array_agg(element)")
+    .ok()?
+    .parse_expr()
+    .ok()?;
+    if let Expr::Function(function) = &mut aggregate
+        && let FunctionArguments::List(list) = &mut function.args
+        && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(argument))] = list.args.as_mut_slice()
+    {
+        *argument = element.clone();
+    }
+    select.projection = vec![SelectItem::UnnamedExpr(aggregate)];
+    // The order of the elements is the subquery's: it moves into the aggregate.
+    if let Some(order_by) = query.order_by.take()
+        && let ast::OrderByKind::Expressions(order) = order_by.kind
+        && let Some(SelectItem::UnnamedExpr(Expr::Function(function))) =
+            select.projection.first_mut()
+        && let FunctionArguments::List(list) = &mut function.args
+    {
+        list.clauses
+            .push(ast::FunctionArgumentClause::OrderBy(order));
+    }
+    Some(Expr::Subquery(Box::new(query)))
 }
 
 /// A call's arguments when every one is a literal.

@@ -413,7 +413,7 @@ impl ExtendedQueryHandler for Connection {
                 return response;
             }
         }
-        let parameters = bind_parameters(session, portal, plan)?;
+        let parameters = bind_parameters(portal, statement, plan)?;
         let plan = plan
             .clone()
             .replace_params_with_values(&parameters)
@@ -476,28 +476,38 @@ fn bound(portal: &Portal<Statement>, statement: &ast::Statement) -> PgWireResult
 
 /// The portal's parameter values, typed as the client sent them, else as the plan infers them.
 fn bind_parameters(
-    session: &Session,
     portal: &Portal<Statement>,
+    statement: &ast::Statement,
     plan: &LogicalPlan,
 ) -> PgWireResult<ParamValues> {
-    let Statement::Planned(planned) = &portal.statement.statement else {
-        unreachable!("bound after planning")
-    };
-    let wire_types = session.parser.get_parameter_types(planned)?;
+    let (inferred, wire_types) = parameter_types(statement, plan)?;
+    let inferred: Vec<Option<&DataType>> = inferred.iter().map(Option::as_ref).collect();
     let wire_types: Vec<Option<&Type>> = wire_types.iter().map(Some).collect();
-    let mut inferred: Vec<(String, Option<DataType>)> = plan
-        .get_parameter_types()
-        .map_err(|error| pg_error(QueryError::from(error).into()))?
-        .into_iter()
-        .collect();
-    // `$1`, `$2`, … in order.
-    inferred.sort_by_key(|(id, _)| {
-        id.trim_start_matches('$')
-            .parse::<usize>()
-            .unwrap_or(usize::MAX)
-    });
-    let inferred: Vec<Option<&DataType>> = inferred.iter().map(|(_, t)| t.as_ref()).collect();
     deserialize_parameters_with_server_types(portal, &inferred, &wire_types)
+}
+
+/// Each parameter's type as the plan infers it (`None`: unknown, sent as text) and as the
+/// connection describes it, by number: `$1`, `$2`, … A placeholder the plan has no type for (one
+/// inside a subquery) must not shift the others, as datafusion-postgres's list, which leaves such
+/// placeholders out, would (SQLAlchemy's column reflection binds some inside subqueries).
+fn parameter_types(
+    statement: &ast::Statement,
+    plan: &LogicalPlan,
+) -> PgWireResult<(Vec<Option<DataType>>, Vec<Type>)> {
+    let by_name = plan
+        .get_parameter_types()
+        .map_err(|error| pg_error(QueryError::from(error).into()))?;
+    let inferred: Vec<Option<DataType>> = (1..=parameter_count(statement))
+        .map(|i| by_name.get(&format!("${i}")).cloned().flatten())
+        .collect();
+    let wire = inferred
+        .iter()
+        .map(|t| match t {
+            Some(t) => datafusion_postgres::arrow_pg::datatypes::into_pg_type(t),
+            None => Ok(Type::UNKNOWN),
+        })
+        .collect::<PgWireResult<Vec<Type>>>()?;
+    Ok((inferred, wire))
 }
 
 /// datafusion-postgres's parser of the extended protocol, which refuses at `Parse` what does
@@ -562,9 +572,10 @@ impl QueryParser for ReadOnlyParser {
 
     fn get_parameter_types(&self, statement: &Statement) -> PgWireResult<Vec<Type>> {
         match statement {
-            Statement::Planned(planned) => {
-                session(&self.session)?.parser.get_parameter_types(planned)
-            }
+            Statement::Planned(planned) => match &planned.1 {
+                Some((statement, plan)) => Ok(parameter_types(statement, plan)?.1),
+                None => Ok(Vec::new()),
+            },
             Statement::Unplanned(statement) => Ok(vec![Type::UNKNOWN; parameter_count(statement)]),
             Statement::Session(statement) => Ok(vec![Type::UNKNOWN; parameter_count(statement)]),
         }
