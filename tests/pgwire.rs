@@ -111,6 +111,47 @@ fn psql_lists_describes_and_queries_the_ledger() {
         "{roles}"
     );
 
+    // `\d+` maps an array's elements (`ARRAY(SELECT … FROM unnest(…))`) and reads pg_class's
+    // storage options.
+    let detailed = psql_ok(&server, &reader, &["\\d+ cost_entries"]);
+    assert!(
+        detailed.contains("Table \"public.cost_entries\"")
+            && detailed.contains("amount|numeric||not null||main|||")
+            && detailed.contains("team|text||||extended|||"),
+        "{detailed}"
+    );
+    // `\dT` sends a correlated scalar subquery that is not aggregated.
+    let types = psql_ok(&server, &reader, &["\\dT"]);
+    assert!(
+        types.starts_with("List of data types\nSchema|Name|Description\n"),
+        "{types}"
+    );
+    // A scalar subquery per row is the row's value (vision held GPU 0 of n1 for 6 hours, nlp GPU 1
+    // for 12), and a second row is an error, as in PostgreSQL: never NULL, never the first row.
+    let held = psql_ok(
+        &server,
+        &reader,
+        &[
+            "select t.team, (select count(*) from gpu_hours h where h.team = t.team) as hours \
+           from (select 'nlp' as team union all select 'vision') t order by t.team",
+        ],
+    );
+    assert_eq!(held, "team|hours\nnlp|12\nvision|6\n(2 rows)\n");
+    let out = psql(
+        &server,
+        &reader,
+        "disable",
+        &[],
+        &["select (select team from gpu_hours) as x"],
+    );
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr)
+                .contains("more than one row returned by a subquery used as an expression"),
+        "{}",
+        describe(&out)
+    );
+
     let functions = psql_ok(&server, &reader, &["\\df"]);
     for function in [
         "team_costs",

@@ -113,6 +113,112 @@ pub fn register_functions(ctx: &SessionContext) {
             name, &arities, value,
         )));
     }
+    ctx.register_udaf(datafusion::logical_expr::AggregateUDF::new_from_impl(
+        SubqueryValue {
+            signature: Signature::any(1, Volatility::Immutable),
+        },
+    ));
+}
+
+/// The value of a scalar subquery's one row, as PostgreSQL gives it: NULL over no rows, and an
+/// error over more than one ("more than one row returned by a subquery used as an expression").
+/// DataFusion plans a correlated scalar subquery only when it aggregates: [`Rewriter`] wraps the
+/// subqueries that do not (psql's `\dT` sends one) in this aggregate, which changes no answer.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SubqueryValue {
+    signature: Signature,
+}
+
+impl SubqueryValue {
+    const NAME: &'static str = "pg_subquery_value";
+}
+
+impl datafusion::logical_expr::AggregateUDFImpl for SubqueryValue {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(arg_types[0].clone())
+    }
+
+    fn state_fields(
+        &self,
+        args: datafusion::logical_expr::function::StateFieldsArgs,
+    ) -> DfResult<Vec<datafusion::arrow::datatypes::FieldRef>> {
+        Ok(vec![
+            Arc::new(Field::new("rows", DataType::UInt64, false)),
+            Arc::new(Field::new("value", args.return_type().clone(), true)),
+        ])
+    }
+
+    fn accumulator(
+        &self,
+        args: datafusion::logical_expr::function::AccumulatorArgs,
+    ) -> DfResult<Box<dyn datafusion::logical_expr::Accumulator>> {
+        Ok(Box::new(OneRow {
+            rows: 0,
+            value: ScalarValue::try_from(args.return_field.data_type())?,
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct OneRow {
+    rows: u64,
+    value: ScalarValue,
+}
+
+impl OneRow {
+    fn add(&mut self, rows: u64, value: impl FnOnce() -> DfResult<ScalarValue>) -> DfResult<()> {
+        if rows == 0 {
+            return Ok(());
+        }
+        self.rows += rows;
+        if self.rows > 1 {
+            return Err(DataFusionError::Execution(
+                "more than one row returned by a subquery used as an expression".into(),
+            ));
+        }
+        self.value = value()?;
+        Ok(())
+    }
+}
+
+impl datafusion::logical_expr::Accumulator for OneRow {
+    fn update_batch(&mut self, values: &[datafusion::arrow::array::ArrayRef]) -> DfResult<()> {
+        let values = &values[0];
+        self.add(values.len() as u64, || {
+            ScalarValue::try_from_array(values, 0)
+        })
+    }
+
+    fn merge_batch(&mut self, states: &[datafusion::arrow::array::ArrayRef]) -> DfResult<()> {
+        let rows = states[0].as_primitive::<datafusion::arrow::datatypes::UInt64Type>();
+        for i in 0..rows.len() {
+            self.add(rows.value(i), || ScalarValue::try_from_array(&states[1], i))?;
+        }
+        Ok(())
+    }
+
+    fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
+        Ok(vec![
+            ScalarValue::UInt64(Some(self.rows)),
+            self.value.clone(),
+        ])
+    }
+
+    fn evaluate(&mut self) -> DfResult<ScalarValue> {
+        Ok(self.value.clone())
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self) + self.value.size()
+    }
 }
 
 /// `pg_get_function_result(oid)`, `pg_get_function_arguments(oid)` and
@@ -334,14 +440,81 @@ impl ScalarUDFImpl for Constant {
     }
 }
 
+/// The statement text with every scalar subquery that stands alone in a select list put in
+/// parentheses, for datafusion-postgres's parser: its `RemoveSubqueryFromProjection` rule
+/// replaces such a subquery with NULL when it is correlated and adds `LIMIT 1` when it is not —
+/// wrong answers both over the ledger's tables, where PostgreSQL gives the row's value or fails
+/// on a second row. In parentheses the rule leaves it alone and [`Rewriter`] gives it
+/// PostgreSQL's meaning ([`SubqueryValue`]).
+///
+/// Statements that read the system catalogs (`pg_*`, `information_schema`) keep the rule: the
+/// subqueries clients send there look up column defaults, collations and identities, which this
+/// catalog does not have (NULL is the answer), in shapes DataFusion cannot decorrelate. Text
+/// without such a subquery (or that does not parse) is returned as it came, so that the parser's
+/// whole-statement substitutions still recognise it.
+pub fn protect_scalar_subqueries(sql: &str) -> std::borrow::Cow<'_, str> {
+    struct Protect {
+        changed: bool,
+    }
+    impl VisitorMut for Protect {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+            if let SetExpr::Select(select) = query.body.as_mut() {
+                for item in &mut select.projection {
+                    if let SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } =
+                        item
+                        && matches!(expr, Expr::Subquery(_))
+                    {
+                        *expr = Expr::Nested(Box::new(expr.clone()));
+                        self.changed = true;
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let Ok(mut statements) = datafusion::sql::sqlparser::parser::Parser::parse_sql(
+        &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+        sql,
+    ) else {
+        return sql.into();
+    };
+    let mut reads_catalog = false;
+    let _ = ast::visit_relations(&statements, |name| {
+        let first = name.0.first().and_then(|part| part.as_ident());
+        reads_catalog |= first.is_some_and(|first| {
+            let first = first.value.to_lowercase();
+            first == "pg_catalog" || first == "information_schema" || first.starts_with("pg_")
+        });
+        ControlFlow::<()>::Continue(())
+    });
+    if reads_catalog {
+        return sql.into();
+    }
+    let mut protect = Protect { changed: false };
+    for statement in &mut statements {
+        let _ = statement.visit(&mut protect);
+    }
+    if !protect.changed {
+        return sql.into();
+    }
+    statements
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(";\n")
+        .into()
+}
+
 /// Rewrites what the connection answers itself: `current_setting(…)` and the user registers
 /// become literals (a bare call in a select list keeps PostgreSQL's column name), and
 /// `information_schema.columns` reads with PostgreSQL's type names.
 pub fn rewrite(
     statement: &mut Statement,
     client: &HashMap<String, String>,
+    aggregates: &std::collections::HashSet<String>,
 ) -> Result<(), QueryError> {
-    let mut rewriter = Rewriter { client };
+    let mut rewriter = Rewriter { client, aggregates };
     match statement.visit(&mut rewriter) {
         ControlFlow::Continue(()) => Ok(()),
         ControlFlow::Break(error) => Err(error),
@@ -350,6 +523,8 @@ pub fn rewrite(
 
 struct Rewriter<'a> {
     client: &'a HashMap<String, String>,
+    /// Aggregate and window function names (lower case).
+    aggregates: &'a std::collections::HashSet<String>,
 }
 
 /// The special registers PostgreSQL writes without parentheses (datafusion-postgres renames
@@ -496,6 +671,14 @@ impl VisitorMut for Rewriter<'_> {
     fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<QueryError> {
         let user = || literal(self.client.get(pgwire::api::METADATA_USER).cloned());
         match expr {
+            Expr::Subquery(query) => one_row_value(query, self.aggregates),
+            // pg_class.reloptions (a relation's storage options, text[]): this catalog has no
+            // such column, and no table here has options.
+            Expr::CompoundIdentifier(parts)
+                if parts.len() == 2 && parts[1].value.eq_ignore_ascii_case("reloptions") =>
+            {
+                *expr = no_options();
+            }
             Expr::Identifier(ident) if is_user_register(ident) => *expr = user(),
             Expr::Function(function) => match function_name(function).as_deref() {
                 Some(name) if USER_REGISTERS.contains(&name) && no_arguments(&function.args) => {
@@ -507,9 +690,10 @@ impl VisitorMut for Rewriter<'_> {
                 },
                 Some("array") => {
                     if let FunctionArguments::Subquery(query) = &function.args
-                        && let Some(aggregated) = array_of_subquery(query)
+                        && let Some(rewritten) =
+                            array_of_unnest(query).or_else(|| array_of_subquery(query))
                     {
-                        *expr = aggregated;
+                        *expr = rewritten;
                     }
                 }
                 _ => {}
@@ -517,6 +701,166 @@ impl VisitorMut for Rewriter<'_> {
             _ => {}
         }
         ControlFlow::Continue(())
+    }
+}
+
+/// `ARRAY(SELECT e FROM unnest(a) x)`, an array's elements mapped (psql's `\d+` sends it for a
+/// table's options), as `array_transform(a, x -> e)`: DataFusion cannot unnest a column of the
+/// outer query in a subquery's `FROM`. Only that exact shape is rewritten (no filter, grouping,
+/// order or limit). Over a NULL array PostgreSQL gives an empty array and this NULL.
+fn array_of_unnest(query: &Query) -> Option<Expr> {
+    if query.with.is_some()
+        || query.order_by.is_some()
+        || query.limit_clause.is_some()
+        || query.fetch.is_some()
+    {
+        return None;
+    }
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    let plain = select.selection.is_none()
+        && select.having.is_none()
+        && select.distinct.is_none()
+        && matches!(&select.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    let (
+        [SelectItem::UnnamedExpr(element) | SelectItem::ExprWithAlias { expr: element, .. }],
+        [from],
+    ) = (select.projection.as_slice(), select.from.as_slice())
+    else {
+        return None;
+    };
+    if !plain || !from.joins.is_empty() {
+        return None;
+    }
+    let (array, alias) = match &from.relation {
+        ast::TableFactor::Table {
+            name,
+            alias: Some(alias),
+            args: Some(args),
+            ..
+        } if is_unnest(name) => match args.args.as_slice() {
+            [FunctionArg::Unnamed(FunctionArgExpr::Expr(array))] => (array, alias),
+            _ => return None,
+        },
+        ast::TableFactor::UNNEST {
+            alias: Some(alias),
+            array_exprs,
+            with_offset: false,
+            with_ordinality: false,
+            ..
+        } => match array_exprs.as_slice() {
+            [array] => (array, alias),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    // The element is the alias's one column when it names one, else the alias itself.
+    let variable = match alias.columns.as_slice() {
+        [] => alias.name.clone(),
+        [column] => column.name.clone(),
+        _ => return None,
+    };
+    let mut call = datafusion::sql::sqlparser::parser::Parser::new(
+        &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+    )
+    .try_with_sql("array_transform(array, element)")
+    .ok()?
+    .parse_expr()
+    .ok()?;
+    let lambda = Expr::Lambda(ast::LambdaFunction {
+        params: ast::OneOrManyWithParens::One(ast::LambdaFunctionParameter {
+            name: variable,
+            data_type: None,
+        }),
+        body: Box::new(element.clone()),
+        syntax: ast::LambdaSyntax::Arrow,
+    });
+    if let Expr::Function(function) = &mut call
+        && let FunctionArguments::List(list) = &mut function.args
+        && let [
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(first)),
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(second)),
+        ] = list.args.as_mut_slice()
+    {
+        *first = array.clone();
+        *second = lambda;
+    }
+    Some(call)
+}
+
+/// A scalar subquery that selects one expression with no aggregate, window or nested subquery
+/// in it, and has no grouping, order or limit, takes its value through [`SubqueryValue`], so that
+/// DataFusion plans it even when it is correlated. Other subqueries are left as they are.
+fn one_row_value(query: &mut Query, aggregates: &std::collections::HashSet<String>) {
+    if query.with.is_some()
+        || query.order_by.is_some()
+        || query.limit_clause.is_some()
+        || query.fetch.is_some()
+    {
+        return;
+    }
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return;
+    };
+    let ungrouped = select.having.is_none()
+        && select.distinct.is_none()
+        && matches!(&select.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    let [SelectItem::UnnamedExpr(element) | SelectItem::ExprWithAlias { expr: element, .. }] =
+        select.projection.as_mut_slice()
+    else {
+        return;
+    };
+    let mut aggregated = false;
+    let _ = ast::visit_expressions(element, |e| {
+        aggregated |= match e {
+            Expr::Function(function) => {
+                function.over.is_some()
+                    || function_name(function).is_none_or(|name| aggregates.contains(&name))
+            }
+            Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => true,
+            _ => false,
+        };
+        ControlFlow::<()>::Continue(())
+    });
+    if !ungrouped || aggregated {
+        return;
+    }
+    let Ok(Expr::Function(mut function)) = datafusion::sql::sqlparser::parser::Parser::new(
+        &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+    )
+    .try_with_sql(&format!("{}(element)", SubqueryValue::NAME))
+    .and_then(|mut parser| parser.parse_expr()) else {
+        return;
+    };
+    if let FunctionArguments::List(list) = &mut function.args
+        && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(argument))] = list.args.as_mut_slice()
+    {
+        *argument = element.clone();
+        *element = Expr::Function(function);
+    }
+}
+
+/// `CAST(NULL AS text[])`: the options of a relation that has none.
+fn no_options() -> Expr {
+    datafusion::sql::sqlparser::parser::Parser::new(
+        &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+    )
+    .try_with_sql("CAST(NULL AS TEXT[])")
+    .and_then(|mut parser| parser.parse_expr())
+    .unwrap_or_else(|_| literal(None))
+}
+
+/// `unnest` or `pg_catalog.unnest`.
+fn is_unnest(name: &ast::ObjectName) -> bool {
+    let parts: Vec<Option<&Ident>> = name.0.iter().map(|p| p.as_ident()).collect();
+    match parts.as_slice() {
+        [Some(f)] => f.value.eq_ignore_ascii_case("unnest"),
+        [Some(schema), Some(f)] => {
+            schema.value.eq_ignore_ascii_case("pg_catalog")
+                && f.value.eq_ignore_ascii_case("unnest")
+        }
+        _ => false,
     }
 }
 

@@ -109,6 +109,8 @@ pub struct Session {
     hooks: Vec<Arc<dyn QueryHook>>,
     parser: Arc<Parser>,
     sql_parser: Arc<PostgresCompatibilityParser>,
+    /// The names of the session's aggregate and window functions, for [`postgres::rewrite`].
+    aggregates: Arc<std::collections::HashSet<String>>,
 }
 
 impl Session {
@@ -122,7 +124,15 @@ impl Session {
             Arc::new(TransactionStatementHook),
         ];
         let service = DfSessionService::new_with_hooks(Arc::clone(&ctx), hooks.clone());
+        let state = ctx.state();
+        let aggregates = state
+            .aggregate_functions()
+            .keys()
+            .chain(state.window_functions().keys())
+            .map(|name| name.to_lowercase())
+            .collect();
         Ok(Self {
+            aggregates: Arc::new(aggregates),
             parser: service.query_parser(),
             ctx,
             cursors: Default::default(),
@@ -162,14 +172,15 @@ async fn parse_checked(
     let parser = Arc::clone(&session.sql_parser);
     let text = sql.to_string();
     let client = client.metadata().clone();
+    let aggregates = Arc::clone(&session.aggregates);
     let parsed = runtime::run_sync(move || {
         sandbox::check_text(&text)?;
-        match parser.parse(&text) {
+        match parser.parse(&postgres::protect_scalar_subqueries(&text)) {
             Ok(mut statements) => {
                 for statement in &mut statements {
                     sandbox::check_statement(statement)?;
                     sandbox::check_setting(statement)?;
-                    postgres::rewrite(statement, &client)?;
+                    postgres::rewrite(statement, &client, &aggregates)?;
                 }
                 Ok(Ok(statements))
             }

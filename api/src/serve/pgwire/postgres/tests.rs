@@ -11,9 +11,14 @@ fn client() -> HashMap<String, String> {
 }
 
 fn rewritten(sql: &str) -> Result<String, QueryError> {
-    let mut statements = PostgresCompatibilityParser::new().parse(sql).unwrap();
+    let mut statements = PostgresCompatibilityParser::new()
+        .parse(&protect_scalar_subqueries(sql))
+        .unwrap();
     let mut statement = statements.remove(0);
-    rewrite(&mut statement, &client())?;
+    let aggregates = ["count", "max", "array_agg", "row_number"]
+        .map(String::from)
+        .into();
+    rewrite(&mut statement, &client(), &aggregates)?;
     Ok(statement.to_string())
 }
 
@@ -71,4 +76,64 @@ fn settings_come_from_the_client_then_the_server() {
         Some("grafana")
     );
     assert_eq!(setting("shared_buffers", &client), None);
+}
+
+#[test]
+fn array_constructors_become_what_datafusion_plans() {
+    // psql's `\du`: the members of a role, as an aggregate of the subquery.
+    assert_eq!(
+        rewritten("SELECT ARRAY(SELECT b.rolname FROM pg_roles b WHERE b.oid = r.oid) AS m FROM pg_roles r")
+            .unwrap(),
+        "SELECT (SELECT array_agg(b.rolname) FROM pg_catalog.pg_roles b WHERE b.oid = r.oid) AS m FROM pg_catalog.pg_roles r"
+    );
+    // psql's `\d+`: an array's elements mapped (pg_class has no `reloptions` here: no table has
+    // options).
+    assert_eq!(
+        rewritten(
+            "SELECT array(select 'toast.' || x from pg_catalog.unnest(tc.tags) x) FROM pg_class tc"
+        )
+        .unwrap(),
+        "SELECT array_transform(tc.tags, x -> 'toast.' || x) FROM pg_catalog.pg_class tc"
+    );
+    assert_eq!(
+        rewritten("SELECT tc.reloptions FROM pg_class tc").unwrap(),
+        "SELECT CAST(NULL AS TEXT[]) FROM pg_catalog.pg_class tc"
+    );
+}
+
+#[test]
+fn a_scalar_subquery_of_plain_expressions_takes_its_one_row_through_an_aggregate() {
+    // psql's `\dT`: correlated, and not aggregated, in a filter.
+    assert_eq!(
+        rewritten("SELECT t.oid FROM pg_type t WHERE t.typrelid = 0 OR (SELECT c.relkind = 'c' FROM pg_class c WHERE c.oid = t.typrelid)").unwrap(),
+        "SELECT t.oid FROM pg_catalog.pg_type t WHERE t.typrelid = 0 OR (SELECT pg_subquery_value(c.relkind = 'c') FROM pg_catalog.pg_class c WHERE c.oid = t.typrelid)"
+    );
+    // Over the system catalogs datafusion-postgres's NULL stays (defaults, collations: none here).
+    assert_eq!(
+        rewritten("SELECT (SELECT d.adbin FROM pg_attrdef d WHERE d.adrelid = a.attrelid) FROM pg_attribute a").unwrap(),
+        "SELECT NULL FROM pg_catalog.pg_attribute a"
+    );
+    // A scalar function is not an aggregate.
+    assert_eq!(
+        rewritten(
+            "SELECT (SELECT upper(h.team) FROM gpu_hours h WHERE h.node = n.node) FROM nodes n"
+        )
+        .unwrap(),
+        "SELECT ((SELECT pg_subquery_value(upper(h.team)) FROM gpu_hours h WHERE h.node = n.node)) FROM nodes n"
+    );
+    assert_eq!(
+        rewritten("SELECT (SELECT 1 FROM gpu_hours) AS x").unwrap(),
+        "SELECT ((SELECT pg_subquery_value(1) FROM gpu_hours)) AS x"
+    );
+    // Aggregates, calls, limits and orders are left to DataFusion.
+    // Aggregates, calls, limits and orders are left to DataFusion; none gets datafusion-postgres's
+    // `LIMIT 1` (a second row is an error, as in PostgreSQL), nor its NULL for a correlated one.
+    for kept in [
+        "SELECT ((SELECT count(*) FROM gpu_hours)) AS x",
+        "SELECT ((SELECT team FROM gpu_hours ORDER BY team LIMIT 1)) AS x",
+        "SELECT ((SELECT team FROM gpu_hours GROUP BY team)) AS x",
+        "SELECT ((SELECT max(h.team) FROM gpu_hours h WHERE h.node = n.node)) FROM nodes n",
+    ] {
+        assert_eq!(rewritten(kept).unwrap(), kept);
+    }
 }
