@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::amortize::payers;
 use crate::build::{BillingItem, Node, NodeKey, line_node, line_parts};
-use crate::gpu_hours::GpuHour;
+use crate::gpu_hours::{GpuHour, Owner};
 use crate::journal::{
     DailyBasis, SharedCostRule, UsageMeasures, daily_basis, day_weights, rule_for,
 };
@@ -73,8 +73,10 @@ impl<'a> ChargeSplitter<'a> {
                 .push(row);
             by_day.entry(floor_day(row.hour)).or_default().push(row);
         }
+        // A total order (the journal's), so that the parts, and the 1e-12 remainders of their
+        // split, come out the same whatever order the stored rows are read in.
         for node_rows in by_node.values_mut() {
-            node_rows.sort_by_key(|r| r.hour);
+            node_rows.sort_by(|a, b| row_key(a).cmp(&row_key(b)));
         }
         let basis = by_day
             .into_iter()
@@ -192,6 +194,10 @@ impl<'a> ChargeSplitter<'a> {
         }
         parts
     }
+}
+
+fn row_key(row: &GpuHour) -> (Micros, u32, &Option<Owner>, &Option<String>) {
+    (row.hour, row.gpu_index, &row.owner, &row.reserved_reason)
 }
 
 /// The UTC days a period touches (its day, for an instant).

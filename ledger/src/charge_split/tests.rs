@@ -182,3 +182,28 @@ fn a_credit_splits_in_the_same_proportions() {
     assert!((sums[&key(Some("nlp"), "direct")] + m("19.2")).abs() <= m("0.000000001"));
     assert_eq!(sums.values().copied().sum::<Money>(), m("-96"));
 }
+
+#[test]
+fn the_same_rows_in_any_order_split_alike_to_the_last_digit() {
+    let inputs = worked_example();
+    let out = build(&inputs);
+    let mut reversed = out.gpu_hours.clone();
+    reversed.reverse();
+    let mut rotated = out.gpu_hours.clone();
+    rotated.rotate_left(out.gpu_hours.len() / 3);
+    let split_with = |rows: &[GpuHour]| -> Vec<(Vec<ChargePart>, Vec<Money>)> {
+        let splitter = ChargeSplitter::new(&inputs.nodes, rows, &inputs.usage, &inputs.rules);
+        inputs
+            .billing
+            .iter()
+            .map(|line| {
+                let parts = splitter.split(line, |_| true).unwrap();
+                let money = split_amount(line.effective_cost, &parts);
+                (parts, money)
+            })
+            .collect()
+    };
+    let first = split_with(&out.gpu_hours);
+    assert_eq!(split_with(&reversed), first);
+    assert_eq!(split_with(&rotated), first);
+}
