@@ -29,6 +29,22 @@ pub const DAYS: i64 = 7;
 pub const STEP: i64 = 15 * MICROS_PER_SECOND;
 pub const TEAMS: [&str; 6] = ["vision", "nlp", "search", "ads", "research", "speech"];
 
+/// How big a fleet [`land_sized`] lands: nodes of 8 GPUs, days from 2026-11-02, and the step of
+/// its telemetry.
+#[derive(Debug, Clone, Copy)]
+pub struct Size {
+    pub nodes: usize,
+    pub days: i64,
+    pub step: i64,
+}
+
+/// The fleet every benchmark shares: 1,000 GPUs × 7 days, a sample every 15 s.
+pub const WEEK: Size = Size {
+    nodes: NODES,
+    days: DAYS,
+    step: STEP,
+};
+
 /// Jobs of one GPU: back-to-back runs of 1–8 h with 0–3 h gaps, each with a team.
 pub fn jobs(gpu: usize, window: Span) -> Vec<(Span, &'static str)> {
     let mut jobs = Vec::new();
@@ -84,11 +100,21 @@ fn timestamps(values: Vec<i64>) -> ArrayRef {
     Arc::new(TimestampMicrosecondArray::from(values).with_timezone("UTC"))
 }
 
-/// Telemetry of `nodes` over `span`: SM 0.55–0.95 while a job runs, 0–0.03 otherwise.
+/// Telemetry of `nodes` over `span` every 15 s: SM 0.55–0.95 while a job runs, 0–0.03 otherwise.
 pub fn telemetry(
     nodes: std::ops::Range<usize>,
     span: Span,
     all_jobs: &[Vec<(Span, &str)>],
+) -> arrow::record_batch::RecordBatch {
+    telemetry_every(nodes, span, all_jobs, STEP)
+}
+
+/// [`telemetry`] with a sample every `step`.
+pub fn telemetry_every(
+    nodes: std::ops::Range<usize>,
+    span: Span,
+    all_jobs: &[Vec<(Span, &str)>],
+    step: i64,
 ) -> arrow::record_batch::RecordBatch {
     let (mut ts, mut node, mut gpu, mut uuid, mut sm, mut power) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
@@ -117,7 +143,7 @@ pub fn telemetry(
                 } else {
                     70.0 + 20.0 * noise
                 });
-                t += STEP;
+                t += step;
             }
         }
     }
@@ -165,6 +191,11 @@ impl Fleet {
 
 /// Lands the fleet's telemetry, scheduler events and billing (the ledger is not built).
 pub fn land(runtime: &tokio::runtime::Runtime) -> Fleet {
+    land_sized(runtime, WEEK)
+}
+
+/// [`land`] for a fleet of another [`Size`].
+pub fn land_sized(runtime: &tokio::runtime::Runtime, size: Size) -> Fleet {
     let dir = tempfile::tempdir().unwrap();
     let lake = runtime
         .block_on(Lake::open(&LakeConfig {
@@ -175,20 +206,20 @@ pub fn land(runtime: &tokio::runtime::Runtime) -> Fleet {
     let first = NaiveDate::from_ymd_opt(2026, 11, 2).unwrap();
     let week = Span::new(
         day_span(first).start,
-        day_span(first).start + DAYS * MICROS_PER_DAY,
+        day_span(first).start + size.days * MICROS_PER_DAY,
     );
-    let all_jobs: Vec<Vec<(Span, &str)>> = (0..NODES * GPUS).map(|g| jobs(g, week)).collect();
+    let all_jobs: Vec<Vec<(Span, &str)>> = (0..size.nodes * GPUS).map(|g| jobs(g, week)).collect();
 
     let setup = Instant::now();
     let mut samples = 0;
-    for day in 0..DAYS {
+    for day in 0..size.days {
         let span = Span::new(
             week.start + day * MICROS_PER_DAY,
             week.start + (day + 1) * MICROS_PER_DAY,
         );
-        let batches: Vec<_> = (0..NODES)
+        let batches: Vec<_> = (0..size.nodes)
             .step_by(25)
-            .map(|n| telemetry(n..n + 25, span, &all_jobs))
+            .map(|n| telemetry_every(n..(n + 25).min(size.nodes), span, &all_jobs, size.step))
             .collect();
         samples += batches
             .iter()
@@ -250,12 +281,12 @@ pub fn land(runtime: &tokio::runtime::Runtime) -> Fleet {
         vec![events_batch],
         "events",
     ));
-    let billing = billing_csv(week);
+    let billing = billing_csv(week, size);
     let billing_lines = runtime
         .block_on(gpuledger_ingest_focus(&lake, billing))
         .expect("billing lands");
     let declared = Declared {
-        nodes: (0..NODES)
+        nodes: (0..size.nodes)
             .map(|n| Node {
                 cluster: "prod".into(),
                 node: node_name(n),
@@ -285,12 +316,13 @@ pub fn land(runtime: &tokio::runtime::Runtime) -> Fleet {
         ..Declared::default()
     };
     println!(
-        "ledger_build/setup: {samples} samples, {events} events, {billing_lines} billing lines for {} GPUs × {DAYS} days in {:.1} s",
-        NODES * GPUS,
+        "ledger_build/setup: {samples} samples, {events} events, {billing_lines} billing lines for {} GPUs × {} days in {:.1} s",
+        size.nodes * GPUS,
+        size.days,
         setup.elapsed().as_secs_f64()
     );
 
-    let last = first + chrono::Days::new(DAYS as u64 - 1);
+    let last = first + chrono::Days::new(size.days as u64 - 1);
     Fleet {
         lake,
         declared,
@@ -305,8 +337,8 @@ pub fn land(runtime: &tokio::runtime::Runtime) -> Fleet {
     }
 }
 
-/// A FOCUS file for the week: each node's daily line, networking and storage per day.
-fn billing_csv(week: Span) -> String {
+/// A FOCUS file for the fleet's days: each node's daily line, networking and storage per day.
+fn billing_csv(week: Span, size: Size) -> String {
     let mut csv = String::from(
         "BillingAccountId,BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,BilledCost,EffectiveCost,ServiceCategory,ServiceName,ResourceId,ProviderName,BillingCurrency\n",
     );
@@ -316,12 +348,12 @@ fn billing_csv(week: Span) -> String {
             .format("%Y-%m-%dT%H:%M:%SZ")
             .to_string()
     };
-    for day in 0..DAYS {
+    for day in 0..size.days {
         let (start, end) = (
             iso(week.start + day * MICROS_PER_DAY),
             iso(week.start + (day + 1) * MICROS_PER_DAY),
         );
-        for n in 0..NODES {
+        for n in 0..size.nodes {
             csv.push_str(&format!("acct,2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,{start},{end},Usage,853.33,853.33,Compute,EC2,arn:aws:ec2:us-east-1:1:instance/i-{n:05},AWS,USD\n"));
         }
         csv.push_str(&format!("acct,2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,{start},{end},Usage,500,500,Networking,Data Transfer,,AWS,USD\n"));
