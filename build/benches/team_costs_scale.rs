@@ -73,11 +73,13 @@ fn main() {
         fleet.first
     );
     let ctx = gpuledger_query::new_session(&fleet.lake).unwrap();
+    let mut top = String::new();
     let times: Vec<f64> = (0..5)
         .map(|_| {
             let started = Instant::now();
             let batches =
                 runtime.block_on(async { ctx.sql(&sql).await.unwrap().collect().await.unwrap() });
+            let elapsed = started.elapsed().as_secs_f64();
             assert_eq!(
                 batches
                     .iter()
@@ -85,7 +87,10 @@ fn main() {
                     .sum::<usize>(),
                 fleet::TEAMS.len()
             );
-            started.elapsed().as_secs_f64()
+            top = arrow::array::AsArray::as_string::<i32>(batches[0].column(0))
+                .value(0)
+                .to_string();
+            elapsed
         })
         .collect();
     let ours = median(times.clone());
@@ -94,10 +99,14 @@ fn main() {
     let peer_sql = PEER_TEAM_COSTS.replace("DAYS", &size.days.to_string());
     let answers: Vec<_> = (0..5).map(|_| peer.time(&peer_sql)).collect();
     assert_eq!(answers[0].rows, fleet::TEAMS.len());
+    assert_eq!(
+        answers[0].first, top,
+        "both engines rank the same team first"
+    );
     let theirs = median(answers.iter().map(|a| a.seconds).collect());
     println!(
         "team_costs_scale/team_costs: {} GPUs × {} days: median {:.3} s (min {:.3}, max {:.3}); \
-         DuckDB {} at 2 threads, same totals from the same tables, median {theirs:.3} s; ratio {:.2}",
+         DuckDB {} at 2 threads over the same ledger tables (the same teams, {top} first), median {theirs:.3} s; ratio {:.2}",
         size.nodes * 8,
         size.days,
         ours,
