@@ -13,6 +13,8 @@ use async_trait::async_trait;
 use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
 use gpuledger_lake::{Lake, LakeConfig};
+use gpuledger_query::SessionOptions;
+use gpuledger_query::distributed::Workers;
 use sqllogictest::{DBOutput, DefaultColumnType};
 
 use crate::support::{Ledger, describe, ledgers};
@@ -190,6 +192,13 @@ fn golden_sql_files_hold_on_the_worked_example() {
 /// Runs every `.slt` file of `sql_dir` (relative to the repository root) against each backend's
 /// lake after `load` has landed its example there.
 pub fn run_golden_files(sql_dir: &str, load: fn(&Ledger)) {
+    run_golden_files_on(sql_dir, load, 0);
+}
+
+/// [`run_golden_files`] with the sessions' stages on `workers` worker processes (none: all
+/// in-process). With workers, every scan that can be split is (one byte per task), so that
+/// the files run through the workers however small the example.
+pub fn run_golden_files_on(sql_dir: &str, load: fn(&Ledger), workers: usize) {
     let mut files: Vec<PathBuf> = std::fs::read_dir(
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("..")
@@ -204,24 +213,66 @@ pub fn run_golden_files(sql_dir: &str, load: fn(&Ledger)) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     for ledger in ledgers() {
         load(&ledger);
+        let cluster = (workers > 0).then(|| ledger.workers(workers, &[]));
+        let options = SessionOptions {
+            workers: match &cluster {
+                Some(cluster) => Workers::parse(&cluster.list())
+                    .unwrap()
+                    .with_bytes_per_task(Some(1)),
+                None => Workers::default(),
+            },
+            ..SessionOptions::default()
+        };
         let config = LakeConfig {
             data: ledger.data_dir().display().to_string(),
             catalog: Some(ledger.catalog.clone()),
         };
         let lake = runtime.block_on(Lake::open(&config)).unwrap();
+        if cluster.is_some() {
+            assert_distributed(&runtime, &lake, &options);
+        }
         for file in &files {
             let lake = lake.clone();
+            let options = options.clone();
             let mut runner = sqllogictest::Runner::new(move || {
                 let lake = lake.clone();
+                let options = options.clone();
                 async move {
                     Ok(Session(
-                        gpuledger_query::new_session(&lake).expect("session"),
+                        gpuledger_query::new_session_with(&lake, &options).expect("session"),
                     ))
                 }
             });
             if let Err(error) = runtime.block_on(runner.run_file_async(file)) {
-                panic!("[{}] {}:\n{error}", ledger.backend, file.display());
+                panic!(
+                    "[{}{}] {}:\n{error}",
+                    ledger.backend,
+                    if workers > 0 { ", through workers" } else { "" },
+                    file.display()
+                );
             }
         }
     }
+}
+
+/// The ledger's tables are planned over the workers with these options: a scan of `gpu_hours`
+/// is cut into stages that run on more than one task.
+fn assert_distributed(runtime: &tokio::runtime::Runtime, lake: &Lake, options: &SessionOptions) {
+    let ctx = gpuledger_query::new_session_with(lake, options).unwrap();
+    let plan = runtime.block_on(async {
+        let plan = ctx
+            .sql("SELECT team, sum(alloc_seconds) FROM gpu_hours GROUP BY team")
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        datafusion::physical_plan::displayable(plan.as_ref())
+            .indent(true)
+            .to_string()
+    });
+    assert!(
+        plan.contains("DistributedExec") && plan.contains("Network"),
+        "not distributed:\n{plan}"
+    );
 }

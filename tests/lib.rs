@@ -9,6 +9,7 @@ mod cli_reads;
 mod costs;
 mod crash;
 mod demo;
+mod distributed;
 mod docs;
 mod focus_export;
 mod golden;

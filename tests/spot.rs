@@ -6,7 +6,7 @@ use crate::support::Ledger;
 
 /// Lands the spot example in `ledger` and builds its ledger for 2026-11-02 (no telemetry:
 /// allocated time counts as busy, and allocations make the rate-card node s2 observed).
-fn load_spot_example(ledger: &Ledger) {
+pub fn load_spot_example(ledger: &Ledger) {
     let path = |file: &str| {
         example_file("spot-example", file)
             .to_str()

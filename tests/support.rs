@@ -494,3 +494,88 @@ pub fn duckdb_available() -> bool {
     }
     found
 }
+
+/// `gpuledger worker` processes on free loopback ports over a ledger's lake, stopped (SIGTERM,
+/// then waited for) when dropped.
+pub struct Workers {
+    children: Vec<std::process::Child>,
+    /// `127.0.0.1:<port>` of each, in the order started.
+    pub addresses: Vec<String>,
+}
+
+impl Ledger {
+    /// Starts `count` workers (`gpuledger worker --listen 127.0.0.1:0 <extra>`) and waits until
+    /// each listens.
+    pub fn workers(&self, count: usize, extra: &[&str]) -> Workers {
+        use std::io::BufRead;
+        let mut workers = Workers {
+            children: Vec::new(),
+            addresses: Vec::new(),
+        };
+        for _ in 0..count {
+            let mut child = self
+                .command()
+                .args(["worker", "--listen", "127.0.0.1:0"])
+                .args(extra)
+                .env_remove("GPULEDGER_WORKERS")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn gpuledger worker");
+            let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+            let address = loop {
+                let line = lines
+                    .next()
+                    .expect("the worker exited before it said where it listens")
+                    .unwrap();
+                if let Some(address) = line.strip_prefix("worker listening on ") {
+                    break address.to_string();
+                }
+            };
+            // Keep draining stderr so that the worker never blocks on a full pipe.
+            std::thread::spawn(move || for _ in lines {});
+            workers.children.push(child);
+            workers.addresses.push(address);
+        }
+        workers
+    }
+}
+
+impl Workers {
+    /// `--workers`' value for these workers.
+    pub fn list(&self) -> String {
+        self.addresses.join(",")
+    }
+
+    /// The worker that has used the most CPU time so far (user + system, from /proc): the one
+    /// doing a query's heavy work.
+    pub fn busiest(&self) -> usize {
+        let cpu = |pid: u32| -> u64 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            // After the command's `(name)`: state is field 3, utime 14 and stime 15.
+            let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+            fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+        };
+        (0..self.children.len())
+            .max_by_key(|&i| cpu(self.children[i].id()))
+            .unwrap()
+    }
+
+    /// `kill -9` worker `index`: it ends at once, wherever it was.
+    pub fn kill(&mut self, index: usize) {
+        self.children[index].kill().expect("SIGKILL worker");
+        self.children[index].wait().expect("reap worker");
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                continue;
+            }
+            let _ = Command::new("kill").arg(child.id().to_string()).status();
+            let _ = child.wait();
+        }
+    }
+}

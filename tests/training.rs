@@ -14,7 +14,7 @@ fn example(file: &str) -> PathBuf {
 /// Lands the training example in `ledger` and builds its ledger for 2026-11-02: its objects and
 /// events, and telemetry for the 4 GPUs of n3 busy (SM 0.90) for 8 h (a rate-card node exists in
 /// the hours it was observed).
-fn load_training_example(ledger: &Ledger) {
+pub fn load_training_example(ledger: &Ledger) {
     let mut text = String::new();
     for gpu in 0..4 {
         dcgm_series(&mut text, "n3", gpu, 8, &|_| 0.9);

@@ -6,7 +6,7 @@ use crate::golden::{build_days, example_file, run_golden_files, run_ok};
 use crate::support::Ledger;
 
 /// Lands the value example in `ledger` and builds its ledger for 2026-11-02 to 2026-11-04.
-fn load_value_example(ledger: &Ledger) {
+pub fn load_value_example(ledger: &Ledger) {
     let path = |file: &str| {
         example_file("value-example", file)
             .to_str()

@@ -28,6 +28,24 @@ pub struct Cli {
     #[arg(long, global = true, env = "GPULEDGER_CATALOG")]
     pub catalog: Option<String>,
 
+    /// Workers (`gpuledger worker`) to run the stages of large queries and of the ledger's input
+    /// queries on: host:port, comma-separated. Without any, everything runs in this process.
+    #[arg(long, global = true, env = "GPULEDGER_WORKERS", default_value = "", value_parser = gpuledger_query::distributed::Workers::parse)]
+    pub workers: gpuledger_query::distributed::Workers,
+
+    /// The secret the workers and their coordinators share (workers refuse plans without it).
+    #[arg(
+        long,
+        global = true,
+        env = "GPULEDGER_WORKER_SECRET",
+        hide_env_values = true
+    )]
+    pub worker_secret: Option<String>,
+
+    /// Bytes of Parquet one worker task scans before a scan is split over more workers.
+    #[arg(long, global = true, env = "GPULEDGER_WORKER_SPLIT_BYTES")]
+    pub worker_split_bytes: Option<usize>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -64,6 +82,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Export the ledger in the formats of the ecosystem.
     Export(ExportArgs),
+    /// Run a query worker over the lake: `serve` and the CLI given `--workers` run the stages of
+    /// their queries here. Stops on SIGINT/SIGTERM.
+    Worker(WorkerArgs),
     /// Merge the small files of each table-day into few, then move retired files (restated,
     /// rebuilt or compacted) out of tables/ and delete those past --retain-superseded. Runs
     /// under the catalog's compaction lease; exits 2 while another process holds it.
@@ -359,6 +380,21 @@ pub enum OutputFormat {
     /// Arrow IPC stream.
     Arrow,
     Parquet,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// Address and port for the worker's gRPC (Arrow Flight) service.
+    #[arg(
+        long,
+        env = "GPULEDGER_WORKER_LISTEN",
+        default_value = "127.0.0.1:8090"
+    )]
+    pub listen: std::net::SocketAddr,
+
+    /// Memory one task of a query may use on this worker, in MiB; past it the query fails.
+    #[arg(long, env = "GPULEDGER_QUERY_MEMORY_MB", default_value_t = 1024)]
+    pub query_memory_mb: usize,
 }
 
 #[derive(Debug, clap::Args)]

@@ -196,6 +196,11 @@ fn query_class(error: &QueryError) -> Class {
         QueryError::LedgerNotBuilt { .. } => {
             class(StatusCode::CONFLICT, "55000", "Ledger not built")
         }
+        QueryError::WorkerLost { .. } => class(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "58000",
+            "Query worker lost",
+        ),
         QueryError::Lake(_) => internal(),
         QueryError::DataFusion(_) => match error.datafusion_root() {
             Some(DataFusionError::ResourcesExhausted(_)) => class(

@@ -37,6 +37,12 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    gpuledger_query::distributed::Workers::use_in_this_process(
+        cli.workers
+            .clone()
+            .with_secret(cli.worker_secret.clone())
+            .with_bytes_per_task(cli.worker_split_bytes),
+    );
     let config = LakeConfig {
         data: cli.data.clone(),
         catalog: cli.catalog.clone(),
@@ -70,6 +76,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
         Command::Report(args) => commands::report::run(&lake, args).await,
         Command::Export(args) => commands::export::run(&lake, args).await,
         Command::Compact(args) => commands::compact::run(&lake, args).await,
+        Command::Worker(args) => commands::worker::run(&lake, cli.worker_secret, args).await,
         Command::Migrate => {
             println!("catalog is up to date ({:?})", lake.catalog().backend());
             Ok(ExitCode::SUCCESS)

@@ -22,7 +22,7 @@ use std::task::{Context, Poll};
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
@@ -31,6 +31,7 @@ use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties,
     ReplaceChildrenOptions,
 };
+use datafusion_distributed::NetworkBoundaryExt;
 use futures::Stream;
 
 /// Set once the query's answer is no longer wanted; shared by every operator of its plan.
@@ -47,14 +48,30 @@ impl Cancellation {
     }
 
     /// `plan` with every operator wrapped so that it stops once this is cancelled.
+    ///
+    /// A distributed plan's stages below a network boundary run on workers, which cannot see
+    /// this flag: they are left as they are, and stop when the boundary's streams are dropped.
     pub fn guard(&self, plan: Arc<dyn ExecutionPlan>) -> DfResult<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| {
-            Ok(Transformed::yes(Arc::new(StopWhenCancelledExec {
-                input: node,
-                cancellation: self.clone(),
-            }) as Arc<dyn ExecutionPlan>))
-        })
-        .map(|transformed| transformed.data)
+        if plan.is_network_boundary() {
+            return Ok(plan);
+        }
+        let children = plan
+            .children()
+            .into_iter()
+            .map(|child| self.guard(Arc::clone(child)))
+            .collect::<DfResult<Vec<_>>>()?;
+        let node = if children.is_empty() {
+            plan
+        } else {
+            plan.replace_children(
+                children,
+                ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+            )?
+        };
+        Ok(Arc::new(StopWhenCancelledExec {
+            input: node,
+            cancellation: self.clone(),
+        }))
     }
 }
 

@@ -50,6 +50,12 @@ pub enum QueryError {
     )]
     LedgerNotBuilt { day: String, charge: String },
 
+    /// A worker stopped answering while the query ran on it.
+    #[error(
+        "a query worker stopped while the query ran on it ({down} does not answer), so the query did not complete: run it again (the next query runs on the workers that answer). The connection to it said: {cause}"
+    )]
+    WorkerLost { down: String, cause: String },
+
     #[error("the result is larger than {} MiB: aggregate it, or add LIMIT", limit_bytes >> 20)]
     ResultTooLarge { limit_bytes: usize },
 }

@@ -8,6 +8,9 @@
 //!   `unit_economics_daily`,
 //!   `training_economics`, `spot_savings`, `value_report`, `value_report_daily` (each
 //!   `(from, to)`), `inference_capacity`, `gpu_fit` and `budget_status(at)`; what they share in `support.rs`;
+//! - `distributed.rs`: sessions whose stages run on `datafusion-distributed` workers, and the
+//!   worker `gpuledger worker` serves;
+//! - `subquery_names.rs`: names scalar subqueries' values so that their joins plan;
 //! - `session.rs`: the one place that builds a `SessionContext` with everything registered;
 //! - `scope.rs`: what a team-scoped session sees; `user_query.rs`: users' SQL, read-only and bounded;
 //! - `sandbox.rs`: the bounds a user's statement is checked against before planning, and the
@@ -20,6 +23,7 @@
 
 pub mod cancel;
 pub mod columns;
+pub mod distributed;
 pub mod error;
 pub mod focus_export;
 pub mod lake_table;
@@ -29,6 +33,7 @@ pub mod sandbox;
 pub mod scope;
 pub mod session;
 pub mod spend;
+pub mod subquery_names;
 pub mod system_tables;
 pub mod table_functions;
 pub mod udf;

@@ -152,7 +152,7 @@ pub struct TeamRowsExec {
 }
 
 impl TeamRowsExec {
-    fn new(
+    pub(crate) fn new(
         input: Arc<dyn ExecutionPlan>,
         team_position: usize,
         output_columns: usize,
@@ -178,6 +178,26 @@ impl TeamRowsExec {
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
         })
+    }
+
+    /// The scan under the barrier (no child of the plan: see the module's doc).
+    pub(crate) fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+
+    /// The team, where its column is in the input, and how many columns leave the barrier.
+    pub(crate) fn parts(&self) -> (&str, usize, usize) {
+        (&self.team, self.team_position, self.output_columns)
+    }
+
+    /// The same barrier over `input` (a slice of the same scan, on a worker's task).
+    pub(crate) fn with_input(&self, input: Arc<dyn ExecutionPlan>) -> DfResult<Self> {
+        Self::new(
+            input,
+            self.team_position,
+            self.output_columns,
+            self.team.clone(),
+        )
     }
 }
 

@@ -5,6 +5,8 @@ use std::sync::{Arc, LazyLock};
 
 use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
 use datafusion::datasource::TableProvider;
+use datafusion::error::DataFusionError;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -13,6 +15,7 @@ use gpuledger_lake::Lake;
 use gpuledger_lake::tables::Table;
 use url::Url;
 
+use crate::distributed::Workers;
 use crate::error::QueryError;
 use crate::lake_table::LakeTable;
 use crate::scope::{Scope, TeamScopedFunction, team_view};
@@ -20,20 +23,33 @@ use crate::system_tables::{SystemTable, SystemTableProvider};
 use crate::table_functions;
 
 /// The URL under which the lake's object store is registered with DataFusion.
-static LAKE_URL: LazyLock<Url> =
+pub(crate) static LAKE_URL: LazyLock<Url> =
     LazyLock::new(|| Url::parse("gpuledger://lake/").expect("valid URL"));
 
 pub const CATALOG_NAME: &str = "gpuledger";
 pub const DEFAULT_SCHEMA: &str = "public";
 pub const SYSTEM_SCHEMA: &str = "system";
 
-/// How a session is limited. The default (the CLI's) sees everything with no memory limit.
-#[derive(Debug, Clone, Default)]
+/// How a session is limited. The default (the CLI's) sees everything with no memory limit, and
+/// runs its stages on this process's workers ([`Workers::of_this_process`]).
+#[derive(Debug, Clone)]
 pub struct SessionOptions {
     pub scope: Scope,
     /// Bytes that one query's operators may hold; past it the query fails with "resources
     /// exhausted" (nothing spills to disk in a limited session).
     pub memory_limit: Option<usize>,
+    /// Where the session's stages may run besides this process; none: everything in-process.
+    pub workers: Workers,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            scope: Scope::All,
+            memory_limit: None,
+            workers: Workers::of_this_process(),
+        }
+    }
 }
 
 /// A session over `lake` that sees everything: the CLI's.
@@ -53,25 +69,24 @@ pub fn new_session_with(
     // also reads `select a, cluster` as a trailing comma before `CLUSTER BY`, and `cluster` is
     // one of our column names.)
     config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
-    let mut ctx = match options.memory_limit {
-        None => SessionContext::new_with_config(config),
-        Some(bytes) => {
-            let runtime = RuntimeEnvBuilder::new()
-                .with_memory_limit(bytes, 1.0)
-                .with_disk_manager_builder(
-                    DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
-                )
-                .build_arc()?;
-            SessionContext::new_with_config_rt(config, runtime)
-        }
-    };
-    crate::udf::register_all(&ctx);
-    // JSON columns (`tags`, FOCUS `AllocatedTags`) are read with PostgreSQL's `->` / `->>` and
-    // the `json_get_*` functions.
-    datafusion_functions_json::register_all(&mut ctx)?;
+    let mut runtime = RuntimeEnvBuilder::new();
     if let Some(bytes) = options.memory_limit {
-        crate::value_limits::bound_functions(&ctx, crate::value_limits::cap_for(bytes));
+        runtime = runtime
+            .with_memory_limit(bytes, 1.0)
+            .with_disk_manager_builder(
+                DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
+            );
     }
+    let mut builder = SessionStateBuilder::new()
+        .with_default_features()
+        .with_config(config)
+        .with_runtime_env(runtime.build_arc()?);
+    if !options.workers.is_empty() {
+        builder = crate::distributed::coordinate(builder, &options.workers)?;
+    }
+    let ctx = SessionContext::new_with_state(builder.build());
+    ctx.add_analyzer_rule(Arc::new(crate::subquery_names::NameScalarSubqueryValues));
+    register_functions(&ctx, options.memory_limit)?;
     // A file committed but not placed yet, or retired while a query that listed it runs, is
     // read where it waits.
     ctx.register_object_store(&LAKE_URL, lake.table_reader());
@@ -127,6 +142,23 @@ pub fn new_session_with(
         )),
     )?;
     Ok(ctx)
+}
+
+/// The scalar and aggregate functions of every session, bounded as `memory_limit` asks; a
+/// worker registers the same, so that a plan's functions decode to the same there.
+pub(crate) fn register_functions(
+    ctx: &SessionContext,
+    memory_limit: Option<usize>,
+) -> Result<(), DataFusionError> {
+    crate::udf::register_all(ctx);
+    // JSON columns (`tags`, FOCUS `AllocatedTags`) are read with PostgreSQL's `->` / `->>` and
+    // the `json_get_*` functions.
+    let mut ctx = ctx.clone();
+    datafusion_functions_json::register_all(&mut ctx)?;
+    if let Some(bytes) = memory_limit {
+        crate::value_limits::bound_functions(&ctx, crate::value_limits::cap_for(bytes));
+    }
+    Ok(())
 }
 
 /// The table functions read the lake tables unfiltered, so that a team sees the same figures as

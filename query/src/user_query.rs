@@ -174,6 +174,20 @@ async fn collect(
     max_result_bytes: usize,
     cancellation: &Cancellation,
 ) -> Result<QueryResult, QueryError> {
+    match collect_here(ctx, plan, max_result_bytes, cancellation).await {
+        Err(QueryError::DataFusion(error)) => {
+            Err(crate::distributed::explain_failure(ctx, error).await)
+        }
+        outcome => outcome,
+    }
+}
+
+async fn collect_here(
+    ctx: &SessionContext,
+    plan: LogicalPlan,
+    max_result_bytes: usize,
+    cancellation: &Cancellation,
+) -> Result<QueryResult, QueryError> {
     let frame = ctx.execute_logical_plan(plan).await?;
     let schema = SchemaRef::new(frame.schema().as_arrow().clone());
     let task_context = frame.task_ctx();

@@ -7,3 +7,4 @@ pub mod objects;
 pub mod report;
 pub mod sql;
 pub mod token;
+pub mod worker;

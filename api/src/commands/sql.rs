@@ -26,7 +26,14 @@ pub async fn run(lake: &Lake, args: SqlArgs) -> Result<ExitCode, Box<dyn std::er
         ctx.execute_logical_plan(plan).await?
     };
     let schema = std::sync::Arc::new(frame.schema().as_arrow().clone());
-    let batches = frame.collect().await?;
+    let batches = match frame.collect().await {
+        Ok(batches) => batches,
+        Err(error) => {
+            return Err(gpuledger_query::distributed::explain_failure(&ctx, error)
+                .await
+                .into());
+        }
+    };
     let mut out = std::io::BufWriter::new(std::io::stdout());
     write_batches(&mut out, &schema, &batches, args.format)
         .map_err(|e| e as Box<dyn std::error::Error>)?;

@@ -129,6 +129,7 @@ impl AppState {
             &SessionOptions {
                 scope: principal.scope(),
                 memory_limit: Some(self.sql.memory_limit),
+                ..SessionOptions::default()
             },
         )?)
     }
@@ -140,6 +141,7 @@ impl AppState {
             &SessionOptions {
                 scope: Scope::All,
                 memory_limit: Some(self.sql.memory_limit),
+                ..SessionOptions::default()
             },
         )?)
     }
@@ -428,7 +430,7 @@ async fn serve_http(
     Ok(())
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     let terminate = async {

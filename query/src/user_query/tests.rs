@@ -47,6 +47,7 @@ fn options(scope: Scope) -> SessionOptions {
     SessionOptions {
         scope,
         memory_limit: Some(32 << 20),
+        ..SessionOptions::default()
     }
 }
 

@@ -1,0 +1,555 @@
+//! Queries beyond one process, on `datafusion-distributed` workers.
+//!
+//! A session given [`Workers`] plans as today and then lets the distributed planner cut the plan
+//! into stages at its repartitions: the stages that scan the lake's Parquet run on the workers,
+//! each task on its own slice of the files the catalog listed, and stream their batches back
+//! over Arrow Flight. A query too small to split (the planner's threshold is
+//! [`Workers::bytes_per_task`] of Parquet per task) runs in-process as it would without workers.
+//!
+//! `gpuledger worker` ([`serve_worker`]) runs a worker over the same lake: the same functions
+//! (bounded as in a limited session), the lake's object store, and the codec of the one node of
+//! ours a stage can carry, the team barrier [`TeamRowsExec`]. A worker trusts only coordinators
+//! that present the cluster's secret, runs only plans that read the lake (a plan that writes, or
+//! scans another store, is refused before it runs), and bounds each task's memory.
+//!
+//! Team scoping holds on a worker because the barrier travels inside the stage: a team's scan is
+//! a `TeamRowsExec` over its slice of the files, so no row of another team leaves the worker.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use datafusion::common::{DataFusionError, Result as DfResult, exec_err, internal_err};
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::{FileGroup, FileGroupPartitioner, FileScanConfig};
+use datafusion::datasource::sink::DataSinkExec;
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::execution::SessionState;
+use datafusion::execution::TaskContext;
+use datafusion::execution::object_store::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
+use datafusion::prelude::SessionContext;
+use datafusion_distributed::{
+    DesiredTaskCountEvent, DesiredTaskCountEventResponse, DistributedConfig, DistributedExt,
+    DistributedLeafExec, ScaleUpLeafNodeEvent, ScaleUpLeafNodeEventResponse,
+    SessionStateBuilderExt, Worker, WorkerPlanRewriteEvent, WorkerPlanRewriteEventResponse,
+    WorkerQueryContext, WorkerResolver,
+};
+use datafusion_proto::physical_plan::{
+    PhysicalExtensionCodec, PhysicalPlanDecodeContext, PhysicalProtoConverterExtension,
+};
+use datafusion_proto::protobuf::PhysicalPlanNode;
+use gpuledger_lake::Lake;
+use http::{HeaderMap, HeaderValue};
+use prost::Message;
+use url::Url;
+
+use crate::error::QueryError;
+use crate::scope::TeamRowsExec;
+use crate::session::{LAKE_URL, register_functions};
+
+/// The header in which a coordinator presents the cluster's secret to its workers (and a worker
+/// to the workers it reads a shuffle from).
+const SECRET_HEADER: &str = "x-gpuledger-worker-secret";
+
+/// The workers a session may run its stages on, and the secret they share.
+#[derive(Debug, Clone, Default)]
+pub struct Workers {
+    urls: Vec<Url>,
+    secret: Option<String>,
+    bytes_per_task: Option<usize>,
+    /// Which of `urls` answer, shared by every session given these workers.
+    health: Arc<Health>,
+}
+
+impl Workers {
+    /// `list` as the CLI takes it: `host:port` or `http://host:port`, comma-separated; empty
+    /// means none (everything in-process).
+    pub fn parse(list: &str) -> Result<Self, String> {
+        let urls = list
+            .split(',')
+            .map(str::trim)
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| {
+                let url = if entry.contains("://") {
+                    entry.to_string()
+                } else {
+                    format!("http://{entry}")
+                };
+                match Url::parse(&url) {
+                    Ok(url) if url.scheme() == "http" && url.port().is_some() => Ok(url),
+                    _ => Err(format!("'{entry}' is not host:port (or http://host:port)")),
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            health: Arc::new(Health::new(&urls)),
+            urls,
+            ..Self::default()
+        })
+    }
+
+    /// The secret the workers were started with (`GPULEDGER_WORKER_SECRET`).
+    pub fn with_secret(mut self, secret: Option<String>) -> Self {
+        self.secret = secret.filter(|s| !s.is_empty());
+        self
+    }
+
+    /// Bytes of Parquet one task scans before a scan is split over more workers (the planner's
+    /// default is 16 MiB); tests set it low to split tiny lakes.
+    pub fn with_bytes_per_task(mut self, bytes: Option<usize>) -> Self {
+        self.bytes_per_task = bytes.filter(|b| *b > 0);
+        self
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.urls.is_empty()
+    }
+
+    pub fn urls(&self) -> &[Url] {
+        &self.urls
+    }
+}
+
+/// The workers of every session this process builds, unless its options say otherwise: the
+/// CLI's `--workers`, set once at start.
+static THIS_PROCESS: OnceLock<Workers> = OnceLock::new();
+
+impl Workers {
+    /// Makes `workers` this process's (the first call wins: the CLI makes it, once).
+    pub fn use_in_this_process(workers: Workers) {
+        let _ = THIS_PROCESS.set(workers);
+    }
+
+    /// This process's workers; none unless [`Self::use_in_this_process`] set some.
+    pub fn of_this_process() -> Workers {
+        THIS_PROCESS.get().cloned().unwrap_or_default()
+    }
+}
+
+/// Which workers answer: a worker that stops accepting connections is left out of the next
+/// plans until it accepts them again. A query planned before a worker died fails
+/// ([`explain_failure`]); the next one runs on the others (on none: in-process).
+#[derive(Debug, Default)]
+struct Health {
+    /// `host:port` of each worker.
+    addresses: Vec<String>,
+    down: Vec<AtomicBool>,
+    probing: OnceLock<()>,
+}
+
+/// How often the coordinator checks that its workers accept connections.
+const PROBE_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl Health {
+    fn new(urls: &[Url]) -> Self {
+        Self {
+            addresses: urls
+                .iter()
+                .map(|url| {
+                    format!(
+                        "{}:{}",
+                        url.host_str().unwrap_or_default(),
+                        url.port().unwrap_or_default()
+                    )
+                })
+                .collect(),
+            down: urls.iter().map(|_| AtomicBool::new(false)).collect(),
+            probing: OnceLock::new(),
+        }
+    }
+
+    /// Connects to every worker now: the addresses of those that do not answer (and they are
+    /// left out of plans until they do).
+    async fn probe(&self) -> Vec<String> {
+        let mut down = Vec::new();
+        for (address, flag) in self.addresses.iter().zip(&self.down) {
+            let answers =
+                tokio::time::timeout(PROBE_EVERY, tokio::net::TcpStream::connect(address))
+                    .await
+                    .is_ok_and(|connected| connected.is_ok());
+            let was_down = flag.swap(!answers, Ordering::Relaxed);
+            match (was_down, answers) {
+                (true, true) => tracing::info!("worker {address} answers again"),
+                (false, false) => {
+                    tracing::warn!("worker {address} does not answer: left out of plans");
+                }
+                _ => {}
+            }
+            if !answers {
+                down.push(address.clone());
+            }
+        }
+        down
+    }
+
+    /// Probes every [`PROBE_EVERY`] on the current runtime, from the first session on; the
+    /// probe ends with the last session holding these workers.
+    fn watch(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        self.probing.get_or_init(|| {
+            let health = Arc::downgrade(self);
+            runtime.spawn(async move {
+                while let Some(health) = health.upgrade() {
+                    health.probe().await;
+                    drop(health);
+                    tokio::time::sleep(PROBE_EVERY).await;
+                }
+            });
+        });
+    }
+}
+
+/// `error` as the caller should see it: when it came over a worker's connection and a worker
+/// no longer answers, [`QueryError::WorkerLost`] naming it; otherwise as it is.
+pub async fn explain_failure(ctx: &SessionContext, error: DataFusionError) -> QueryError {
+    let workers = ctx.state().config().get_extension::<Workers>();
+    let (Some(workers), Some(status)) = (workers, transport_status(&error)) else {
+        return QueryError::from_datafusion(error);
+    };
+    let cause = status.message().to_string();
+    let down = workers.health.probe().await;
+    if down.is_empty() {
+        return QueryError::from_datafusion(error);
+    }
+    QueryError::WorkerLost {
+        down: down.join(", "),
+        cause,
+    }
+}
+
+/// The gRPC status in `error`'s chain: what a worker's connection reported.
+fn transport_status(error: &DataFusionError) -> Option<&tonic::Status> {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = current {
+        if let Some(status) = error.downcast_ref::<tonic::Status>() {
+            return Some(status);
+        }
+        current = error.source();
+    }
+    match error.find_root() {
+        DataFusionError::External(inner) => inner.downcast_ref::<tonic::Status>(),
+        _ => None,
+    }
+}
+
+/// The planner asks for the worker list each time it plans and assigns tasks: the ones that
+/// answer.
+#[derive(Debug)]
+struct LiveWorkers {
+    urls: Vec<Url>,
+    health: Arc<Health>,
+}
+
+impl WorkerResolver for LiveWorkers {
+    fn get_urls(&self) -> DfResult<Vec<Url>> {
+        Ok(self
+            .urls
+            .iter()
+            .zip(&self.health.down)
+            .filter(|(_, down)| !down.load(Ordering::Relaxed))
+            .map(|(url, _)| url.clone())
+            .collect())
+    }
+}
+
+/// `builder` of a coordinating session: its plans are distributed over `workers`.
+pub(crate) fn coordinate(
+    builder: datafusion::execution::SessionStateBuilder,
+    workers: &Workers,
+) -> DfResult<datafusion::execution::SessionStateBuilder> {
+    workers.health.watch();
+    let mut builder = builder
+        .with_distributed_worker_resolver(LiveWorkers {
+            urls: workers.urls.clone(),
+            health: Arc::clone(&workers.health),
+        })
+        .with_distributed_planner()
+        .with_distributed_user_codec(TeamRowsCodec)
+        .with_distributed_desired_task_count_handler(team_rows_task_count)
+        .with_distributed_scale_up_leaf_node_handler(team_rows_scale_up);
+    if let Some(bytes) = workers.bytes_per_task {
+        builder = builder.with_distributed_file_scan_config_bytes_per_partition(bytes)?;
+    }
+    builder
+        .config()
+        .get_or_insert_default()
+        .set_extension(Arc::new(workers.clone()));
+    builder.with_distributed_passthrough_headers(secret_headers(workers.secret.as_deref())?)
+}
+
+fn secret_headers(secret: Option<&str>) -> DfResult<HeaderMap> {
+    let mut headers = HeaderMap::new();
+    if let Some(secret) = secret {
+        let value = HeaderValue::from_str(secret).map_err(|_| {
+            DataFusionError::Configuration(
+                "the worker secret must be printable ASCII (it travels in a header)".into(),
+            )
+        })?;
+        headers.insert(SECRET_HEADER, value);
+    }
+    Ok(headers)
+}
+
+/// How many tasks a team's scan asks for: as many as the Parquet under its barrier would get
+/// without the barrier. Anything else under a barrier (a table function's plan) runs as one task.
+fn team_rows_task_count(
+    event: DesiredTaskCountEvent,
+) -> Option<DfResult<DesiredTaskCountEventResponse>> {
+    let barrier = event.plan.downcast_ref::<TeamRowsExec>()?;
+    let Some(scan) = file_scan(barrier.input()) else {
+        return Some(Ok(DesiredTaskCountEventResponse::maximum(1)));
+    };
+    let per_partition = match DistributedConfig::from_session_config(event.session_config) {
+        Ok(config) => config.file_scan_config_bytes_per_partition.max(1),
+        Err(error) => return Some(Err(error)),
+    };
+    let bytes: u64 = scan
+        .file_groups
+        .iter()
+        .flat_map(FileGroup::iter)
+        .map(PartitionedFile::effective_size)
+        .sum();
+    let tasks = (bytes as usize)
+        .div_ceil(per_partition)
+        .div_ceil(event.session_config.target_partitions().max(1));
+    Some(Ok(DesiredTaskCountEventResponse::desired(tasks.max(1))))
+}
+
+/// A team's scan over `task_count` tasks: each task's barrier over its own slice of the files.
+fn team_rows_scale_up(
+    event: ScaleUpLeafNodeEvent,
+) -> Option<DfResult<ScaleUpLeafNodeEventResponse>> {
+    let barrier = event.plan.downcast_ref::<TeamRowsExec>()?;
+    let scan = file_scan(barrier.input())?;
+    let partitions = barrier
+        .input()
+        .output_partitioning()
+        .partition_count()
+        .max(1);
+    let groups = FileGroupPartitioner::new()
+        .with_target_partitions(partitions * event.task_count)
+        .with_repartition_file_min_size(0)
+        .with_preserve_order_within_groups(!scan.output_ordering.is_empty())
+        .repartition_file_groups(&scan.file_groups)
+        .unwrap_or_else(|| scan.file_groups.clone());
+    let mut slices = vec![scan.clone(); event.task_count];
+    for slice in &mut slices {
+        slice.file_groups.clear();
+    }
+    for (i, group) in groups.into_iter().enumerate() {
+        slices[i % event.task_count].file_groups.push(group);
+    }
+    // Every variant must show the same partitions: a task with fewer slices scans nothing in
+    // the rest.
+    let width = slices
+        .iter()
+        .map(|s| s.file_groups.len())
+        .max()
+        .unwrap_or(1);
+    for slice in &mut slices {
+        slice
+            .file_groups
+            .resize_with(width, || FileGroup::new(Vec::new()));
+    }
+    let variants = slices.into_iter().map(|slice| {
+        barrier
+            .with_input(DataSourceExec::from_data_source(slice))
+            .map(|b| Arc::new(b) as Arc<dyn ExecutionPlan>)
+    });
+    let variants = match variants.collect::<DfResult<Vec<_>>>() {
+        Ok(variants) => variants,
+        Err(error) => return Some(Err(error)),
+    };
+    Some(
+        DistributedLeafExec::try_new(Arc::clone(event.plan), variants)
+            .map(|leaf| ScaleUpLeafNodeEventResponse::new(Arc::new(leaf))),
+    )
+}
+
+/// `plan`'s Parquet scan, when it is one.
+fn file_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<FileScanConfig> {
+    let source = plan.downcast_ref::<DataSourceExec>()?;
+    source
+        .data_source()
+        .downcast_ref::<FileScanConfig>()
+        .cloned()
+}
+
+/// Carries a [`TeamRowsExec`] (its team, its columns and the plan under it) to a worker.
+#[derive(Debug)]
+pub(crate) struct TeamRowsCodec;
+
+#[derive(Clone, PartialEq, Message)]
+struct TeamRowsNode {
+    #[prost(string, tag = "1")]
+    team: String,
+    #[prost(uint64, tag = "2")]
+    team_position: u64,
+    #[prost(uint64, tag = "3")]
+    output_columns: u64,
+    #[prost(message, optional, tag = "4")]
+    input: Option<PhysicalPlanNode>,
+}
+
+impl PhysicalExtensionCodec for TeamRowsCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        _inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let node = TeamRowsNode::decode(buf)
+            .map_err(|e| DataFusionError::Internal(format!("a team barrier's bytes: {e}")))?;
+        let Some(input) = node.input else {
+            return internal_err!("a team barrier arrived without its input");
+        };
+        let input = proto_converter
+            .proto_to_execution_plan(&input, &PhysicalPlanDecodeContext::new(ctx, self))?;
+        Ok(Arc::new(TeamRowsExec::new(
+            input,
+            node.team_position as usize,
+            node.output_columns as usize,
+            node.team,
+        )?))
+    }
+
+    fn try_encode(
+        &self,
+        node: Arc<dyn ExecutionPlan>,
+        buf: &mut Vec<u8>,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> DfResult<()> {
+        let Some(barrier) = node.downcast_ref::<TeamRowsExec>() else {
+            return internal_err!("{} is not a node this codec carries", node.name());
+        };
+        let input = proto_converter.execution_plan_to_proto(barrier.input(), self)?;
+        let (team, team_position, output_columns) = barrier.parts();
+        TeamRowsNode {
+            team: team.to_string(),
+            team_position: team_position as u64,
+            output_columns: output_columns as u64,
+            input: Some(input),
+        }
+        .encode(buf)
+        .map_err(|e| DataFusionError::Internal(format!("encoding a team barrier: {e}")))
+    }
+}
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Bytes one task's operators may hold on this worker.
+    pub memory_limit: usize,
+    /// The secret coordinators must present; `None` accepts any (loopback and trusted networks).
+    pub secret: Option<String>,
+}
+
+/// A worker over `lake`: the tonic service `gpuledger worker` serves.
+pub fn worker(lake: &Lake, options: WorkerOptions) -> Worker {
+    let registry: Arc<dyn ObjectStoreRegistry> = Arc::new(DefaultObjectStoreRegistry::new());
+    registry.register_store(&LAKE_URL, lake.table_reader());
+    Worker::from_session_builder(move |ctx: WorkerQueryContext| {
+        let registry = Arc::clone(&registry);
+        let options = options.clone();
+        async move { worker_session(ctx, registry, &options) }
+    })
+}
+
+fn worker_session(
+    ctx: WorkerQueryContext,
+    registry: Arc<dyn ObjectStoreRegistry>,
+    options: &WorkerOptions,
+) -> DfResult<SessionState> {
+    if let Some(secret) = &options.secret {
+        let presented = ctx
+            .headers
+            .get(SECRET_HEADER)
+            .map(HeaderValue::as_bytes)
+            .unwrap_or_default();
+        if !same_secret(presented, secret.as_bytes()) {
+            return exec_err!(
+                "this worker refuses the plan: the coordinator did not present the cluster's worker secret (GPULEDGER_WORKER_SECRET)"
+            );
+        }
+    }
+    let runtime = RuntimeEnvBuilder::new()
+        .with_object_store_registry(registry)
+        .with_memory_limit(options.memory_limit, 1.0)
+        .with_disk_manager_builder(
+            datafusion::execution::disk_manager::DiskManagerBuilder::default()
+                .with_mode(datafusion::execution::disk_manager::DiskManagerMode::Disabled),
+        )
+        .build_arc()?;
+    let state = ctx
+        .builder
+        .with_runtime_env(runtime)
+        .with_distributed_user_codec(TeamRowsCodec)
+        .with_distributed_passthrough_headers(secret_headers(options.secret.as_deref())?)?
+        .with_distributed_worker_plan_rewrite_handler(refuse_unless_reading_the_lake)
+        .build();
+    let ctx = SessionContext::new_with_state(state);
+    register_functions(&ctx, Some(options.memory_limit))?;
+    Ok(ctx.state())
+}
+
+/// Compares in time independent of where the two differ.
+fn same_secret(presented: &[u8], secret: &[u8]) -> bool {
+    presented.len() == secret.len()
+        && presented
+            .iter()
+            .zip(secret)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+/// A worker runs what reads the lake, nothing else: no plan that writes (`COPY`, `INSERT`), no
+/// scan of a store other than the lake's.
+fn refuse_unless_reading_the_lake(
+    event: WorkerPlanRewriteEvent<'_>,
+) -> DfResult<WorkerPlanRewriteEventResponse> {
+    check_reads_the_lake(&event.plan)?;
+    Ok(WorkerPlanRewriteEventResponse::new(event.plan))
+}
+
+fn check_reads_the_lake(plan: &Arc<dyn ExecutionPlan>) -> DfResult<()> {
+    if plan.downcast_ref::<DataSinkExec>().is_some() {
+        return exec_err!("this worker refuses the plan: it writes, and workers only read");
+    }
+    if let Some(scan) = file_scan(plan)
+        && scan.object_store_url.as_str() != LAKE_URL.as_str()
+    {
+        return exec_err!(
+            "this worker refuses the plan: it reads {}, and workers read only the lake",
+            scan.object_store_url.as_str()
+        );
+    }
+    if let Some(barrier) = plan.downcast_ref::<TeamRowsExec>() {
+        check_reads_the_lake(barrier.input())?;
+    }
+    plan.children()
+        .into_iter()
+        .try_for_each(check_reads_the_lake)
+}
+
+/// Serves a worker over `lake` on `listener` until `shutdown` resolves.
+pub async fn serve_worker(
+    lake: &Lake,
+    listener: tokio::net::TcpListener,
+    options: WorkerOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    tonic::transport::Server::builder()
+        .add_service(worker(lake, options).into_worker_server())
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener),
+            shutdown,
+        )
+        .await
+}
+
+#[cfg(test)]
+mod tests;
