@@ -11,8 +11,13 @@ use gpuledger_query::distributed::Workers as WorkerList;
 use gpuledger_query::user_query::{self, QueryLimits};
 use gpuledger_query::{QueryError, Scope, SessionOptions};
 
-use crate::golden::{load_worked_example, run_golden_files_on};
-use crate::support::{Ledger, Workers, ledgers};
+use proptest::prelude::*;
+
+use crate::golden::{land_worked_example, load_worked_example, run_golden_files_on};
+use crate::order_independence::{
+    day, delivery, files, lake_with_nodes, land, ledger_tables, scenario,
+};
+use crate::support::{Ledger, Workers, describe, ledgers, start_workers};
 
 #[test]
 fn golden_sql_files_hold_through_three_workers() {
@@ -233,4 +238,150 @@ fn a_worker_lost_mid_query_fails_it_clearly() {
     // The coordinator has left the dead worker out of its plans.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(runtime.block_on(rows(&ctx, BY_TEAM)).unwrap(), expected);
+}
+
+/// The weekly report computed through three workers is the in-process report, byte for byte.
+#[test]
+fn the_weekly_report_is_the_same_through_workers() {
+    for ledger in ledgers() {
+        crate::report::load_report_example(&ledger);
+        let args = ["report", "weekly", "--week", "2026-W45", "--format", "json"];
+        let here = ledger.run(&args);
+        assert!(here.status.success(), "{}", describe(&here));
+        let workers = ledger.workers(3, &[]);
+        let list = workers.list();
+        let through = ledger.run(
+            &[
+                &args[..],
+                &["--workers", &list, "--worker-split-bytes", "1"],
+            ]
+            .concat(),
+        );
+        assert!(through.status.success(), "{}", describe(&through));
+        assert_eq!(
+            String::from_utf8_lossy(&through.stdout),
+            String::from_utf8_lossy(&here.stdout),
+            "[{}]",
+            ledger.backend
+        );
+        crate::report::check_json(&serde_json::from_slice(&through.stdout).unwrap());
+    }
+}
+
+/// A worker that dies as the build's first task reaches it: the day is built again on the
+/// others, nothing of the lost attempt is kept, and the ledger is the one an in-process build
+/// makes, balanced.
+#[test]
+fn a_build_that_loses_a_worker_builds_the_day_again_without_it() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let reference = ledgers().remove(0);
+    load_worked_example(&reference);
+    let expected = runtime.block_on(ledger_tables(&open_lake(&runtime, &reference)));
+
+    let ledger = ledgers().remove(0);
+    land_worked_example(&ledger);
+    let workers = ledger.workers(3, &[]);
+    let dying = workers.dying_on_first_task(0);
+    let list = format!("{dying},{},{}", workers.addresses[1], workers.addresses[2]);
+    let out = ledger.run(&[
+        "ledger",
+        "build",
+        "--from",
+        "2026-11-02",
+        "--to",
+        "2026-11-02",
+        "--workers",
+        &list,
+        "--worker-split-bytes",
+        "1",
+    ]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        stdout.contains("2026-11-02: 24 hours recomputed") && stdout.contains("(balanced)"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "warning: query worker {dying} was lost under the day's inputs: nothing of that attempt was kept, and the day was built again without it"
+        )),
+        "{stderr}"
+    );
+    let lake = open_lake(&runtime, &ledger);
+    assert_eq!(runtime.block_on(ledger_tables(&lake)), expected);
+    // One batch of the ledger's tables for the day, and no file of the lost attempt on disk.
+    let files = ledger.sql(
+        "SELECT count(DISTINCT batch_id) AS batches, count(*) AS files FROM system.files \
+         WHERE table_name IN ('gpu_hours', 'allocations', 'cost_entries') AND active",
+    );
+    let on_disk: usize = ["gpu_hours", "allocations", "cost_entries"]
+        .iter()
+        .map(|table| walk(&ledger.data_dir().join("tables").join(table)))
+        .sum();
+    assert_eq!(
+        files,
+        vec![serde_json::json!({"batches": 1, "files": on_disk})]
+    );
+}
+
+/// Files under `dir`, at any depth.
+fn walk(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .map(|e| e.unwrap().path())
+            .map(|p| if p.is_dir() { walk(&p) } else { 1 })
+            .sum()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(8).min(3),
+        max_shrink_iters: 0,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// The order-independence scenarios (tests/order_independence.rs): their files landed in
+    /// their drawn order, then `ledger build` through three workers, give the ledger an
+    /// in-process build of the same facts gives; read through the workers, the same again.
+    #[test]
+    fn the_property_scenarios_build_the_same_ledger_through_workers(s in scenario(), d in delivery()) {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let reference_dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (expected, lake) = runtime.block_on(async {
+            let reference = lake_with_nodes(reference_dir.path()).await;
+            let lake = lake_with_nodes(dir.path()).await;
+            for file in files(&s, &d) {
+                land(&reference, &file).await;
+                land(&lake, &file).await;
+            }
+            let declared = gpuledger_build::declared(reference.catalog()).await.unwrap();
+            gpuledger_build::build_ledger(&reference, &declared, [day()]).await.unwrap();
+            (ledger_tables(&reference).await, lake)
+        });
+        let gpuledger = || {
+            let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gpuledger"));
+            command.arg("--data").arg(dir.path()).env_remove("GPULEDGER_CATALOG");
+            command
+        };
+        let workers = start_workers(gpuledger, 3, &[]);
+        let out = gpuledger()
+            .args(["ledger", "build", "--from", "2026-11-02", "--to", "2026-11-02"])
+            .args(["--workers", &workers.list(), "--worker-split-bytes", "1"])
+            .output()
+            .unwrap();
+        prop_assert!(out.status.success(), "{}", describe(&out));
+        prop_assert_eq!(&runtime.block_on(ledger_tables(&lake)), &expected);
+        let through = session(&lake, Some(&workers), Scope::All, None);
+        let total = "SELECT count(*), round(sum(amount), 6) FROM cost_entries";
+        prop_assert_eq!(
+            runtime.block_on(rows(&through, total)).unwrap(),
+            runtime.block_on(rows(&session(&lake, None, Scope::All, None), total)).unwrap()
+        );
+    }
 }

@@ -78,6 +78,16 @@ pub fn run_ok(ledger: &Ledger, args: &[&str]) -> String {
 
 /// Lands the worked example in `ledger` and builds its ledger.
 pub fn load_worked_example(ledger: &Ledger) {
+    land_worked_example(ledger);
+    let built = build_days(ledger, "2026-11-02", "2026-11-02");
+    assert!(
+        built.contains("2026-11-02: 24 hours recomputed") && built.contains("(balanced)"),
+        "{built}"
+    );
+}
+
+/// Lands the worked example's objects and inputs in `ledger`, without building.
+pub fn land_worked_example(ledger: &Ledger) {
     let run_ok = |args: &[&str]| run_ok(ledger, args);
     let prom = ledger.dir.path().join("telemetry.prom");
     std::fs::write(&prom, telemetry()).unwrap();
@@ -100,11 +110,6 @@ pub fn load_worked_example(ledger: &Ledger) {
         "--cluster",
         "demo",
     ]);
-    let built = build_days(ledger, "2026-11-02", "2026-11-02");
-    assert!(
-        built.contains("2026-11-02: 24 hours recomputed") && built.contains("(balanced)"),
-        "{built}"
-    );
 }
 
 /// A decimal as DataFusion's own sqllogictest prints it: without trailing zeros, so an exact

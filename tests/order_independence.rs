@@ -26,7 +26,7 @@ const TEAMS: [&str; 3] = ["vision", "nlp", "search"];
 /// Minutes between scrapes.
 const SCRAPE_MINUTES: i64 = 10;
 
-fn day() -> NaiveDate {
+pub(crate) fn day() -> NaiveDate {
     NaiveDate::from_ymd_opt(2026, 11, 2).unwrap()
 }
 
@@ -49,7 +49,7 @@ struct Pod {
 }
 
 #[derive(Debug, Clone)]
-struct Scenario {
+pub(crate) struct Scenario {
     pods: Vec<Pod>,
     /// Per node and GPU, SM activity by hour.
     activity: Vec<[[f64; 24]; 2]>,
@@ -81,7 +81,7 @@ fn pod() -> impl Strategy<Value = Pod> {
         )
 }
 
-fn scenario() -> impl Strategy<Value = Scenario> {
+pub(crate) fn scenario() -> impl Strategy<Value = Scenario> {
     // Idle (0.0), a stalled GPU whose utilisation still reads 14 % (0.02), busy.
     let level = prop_oneof![Just(0.0), Just(0.02), Just(0.3), Just(0.9)];
     let hours = proptest::array::uniform24(level);
@@ -101,7 +101,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
 
 /// How the inputs are cut, repeated and ordered.
 #[derive(Debug, Clone)]
-struct Delivery {
+pub(crate) struct Delivery {
     /// Where the events (in time order) are cut into files: fractions of their count.
     event_cuts: Vec<f64>,
     /// Where the day's scrapes are cut into files: fractions of the day.
@@ -117,7 +117,7 @@ struct Delivery {
     order: Vec<usize>,
 }
 
-fn delivery() -> impl Strategy<Value = Delivery> {
+pub(crate) fn delivery() -> impl Strategy<Value = Delivery> {
     (
         proptest::collection::vec(0.0f64..1.0, 0..3),
         proptest::collection::vec(0.0f64..1.0, 0..4),
@@ -151,7 +151,7 @@ fn delivery() -> impl Strategy<Value = Delivery> {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-struct File {
+pub(crate) struct File {
     source: Source,
     name: String,
     bytes: Vec<u8>,
@@ -302,7 +302,7 @@ fn bill(s: &Scenario, reserialized: bool) -> String {
 }
 
 /// The files of one delivery, in the order they arrive.
-fn files(s: &Scenario, d: &Delivery) -> Vec<File> {
+pub(crate) fn files(s: &Scenario, d: &Delivery) -> Vec<File> {
     let events = events(s);
     let mut cuts: Vec<usize> = d
         .event_cuts
@@ -386,7 +386,7 @@ fn files(s: &Scenario, d: &Delivery) -> Vec<File> {
     out
 }
 
-async fn lake_with_nodes(dir: &std::path::Path) -> Lake {
+pub(crate) async fn lake_with_nodes(dir: &std::path::Path) -> Lake {
     let lake = Lake::open(&LakeConfig {
         data: dir.display().to_string(),
         catalog: None,
@@ -406,7 +406,7 @@ async fn lake_with_nodes(dir: &std::path::Path) -> Lake {
     lake
 }
 
-async fn land(lake: &Lake, file: &File) {
+pub(crate) async fn land(lake: &Lake, file: &File) {
     let mut context = ParseContext::new(file.name.clone(), at(0));
     context.cluster = Some("demo".into());
     let report = ingest(
@@ -434,7 +434,7 @@ async fn build(lake: &Lake) {
 }
 
 /// The ledger's tables, every row, in a total order.
-async fn ledger_tables(lake: &Lake) -> String {
+pub(crate) async fn ledger_tables(lake: &Lake) -> String {
     let ctx = new_session(lake).unwrap();
     let mut text = String::new();
     for table in ["gpu_hours", "allocations", "cost_entries"] {

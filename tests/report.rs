@@ -17,7 +17,7 @@ fn data(file: &str) -> PathBuf {
         .join(file)
 }
 
-fn load_report_example(ledger: &Ledger) {
+pub(crate) fn load_report_example(ledger: &Ledger) {
     load_worked_example(ledger);
     for (source, file) in [
         ("events", "events.jsonl"),
@@ -46,7 +46,7 @@ fn report(ledger: &Ledger, format: &str) -> Vec<u8> {
     out.stdout
 }
 
-fn check_json(report: &Value) {
+pub(crate) fn check_json(report: &Value) {
     assert_eq!(report["schema_version"], 1);
     // The week holds data: nothing to warn about.
     assert_eq!(report["warnings"], json!([]));

@@ -504,41 +504,45 @@ pub struct Workers {
 }
 
 impl Ledger {
-    /// Starts `count` workers (`gpuledger worker --listen 127.0.0.1:0 <extra>`) and waits until
-    /// each listens.
+    /// Starts `count` workers over this lake (`gpuledger worker --listen 127.0.0.1:0 <extra>`)
+    /// and waits until each listens.
     pub fn workers(&self, count: usize, extra: &[&str]) -> Workers {
-        use std::io::BufRead;
-        let mut workers = Workers {
-            children: Vec::new(),
-            addresses: Vec::new(),
-        };
-        for _ in 0..count {
-            let mut child = self
-                .command()
-                .args(["worker", "--listen", "127.0.0.1:0"])
-                .args(extra)
-                .env_remove("GPULEDGER_WORKERS")
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn gpuledger worker");
-            let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-            let address = loop {
-                let line = lines
-                    .next()
-                    .expect("the worker exited before it said where it listens")
-                    .unwrap();
-                if let Some(address) = line.strip_prefix("worker listening on ") {
-                    break address.to_string();
-                }
-            };
-            // Keep draining stderr so that the worker never blocks on a full pipe.
-            std::thread::spawn(move || for _ in lines {});
-            workers.children.push(child);
-            workers.addresses.push(address);
-        }
-        workers
+        start_workers(|| self.command(), count, extra)
     }
+}
+
+/// `count` workers of the `gpuledger` commands `command` makes (its `--data`, `--catalog`).
+pub fn start_workers(command: impl Fn() -> Command, count: usize, extra: &[&str]) -> Workers {
+    use std::io::BufRead;
+    let mut workers = Workers {
+        children: Vec::new(),
+        addresses: Vec::new(),
+    };
+    for _ in 0..count {
+        let mut child = command()
+            .args(["worker", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("GPULEDGER_WORKERS")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn gpuledger worker");
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let address = loop {
+            let line = lines
+                .next()
+                .expect("the worker exited before it said where it listens")
+                .unwrap();
+            if let Some(address) = line.strip_prefix("worker listening on ") {
+                break address.to_string();
+            }
+        };
+        // Keep draining stderr so that the worker never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        workers.children.push(child);
+        workers.addresses.push(address);
+    }
+    workers
 }
 
 impl Workers {
@@ -559,6 +563,29 @@ impl Workers {
         (0..self.children.len())
             .max_by_key(|&i| cpu(self.children[i].id()))
             .unwrap()
+    }
+
+    /// An address in front of worker `index` that forwards nothing: the first connection that
+    /// sends a byte there (a coordinator's task, not a probe's connect) kills the worker
+    /// (`kill -9`), and the address stops accepting connections — a worker that dies as the
+    /// first task reaches it.
+    pub fn dying_on_first_task(&self, index: usize) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let pid = self.children[index].id();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut first = [0u8; 1];
+                // A probe connects and closes: it reads as the end of the stream.
+                if matches!(stream.read(&mut first), Ok(1)) {
+                    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+                    // Dropping the listener closes the address.
+                    return;
+                }
+            }
+        });
+        address
     }
 
     /// `kill -9` worker `index`: it ends at once, wherever it was.

@@ -35,7 +35,7 @@ use gpuledger_ledger::time::{
 pub use gpuledger_query::ledger_inputs::{Declared, declared, ts_literal};
 
 pub use error::BuildError;
-use gpuledger_query::new_session;
+use gpuledger_query::{QueryError, new_session};
 
 /// What one `ledger build` did to one day.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,11 +69,41 @@ pub async fn build_ledger(
             }
             _ => vec![window],
         };
-        if !dirty.is_empty() {
-            reports.push(build_day(lake, &ctx, declared, window, &dirty, &config).await?);
+        if dirty.is_empty() {
+            continue;
         }
+        let mut lost = Vec::new();
+        let mut report = loop {
+            match build_day(lake, &ctx, declared, window, &dirty, &config).await {
+                Err(error) if lost.len() < WORKER_LOSS_RETRIES => {
+                    let Some(down) = lost_workers(&ctx, &error).await else {
+                        return Err(error);
+                    };
+                    tracing::warn!("{day}: query worker {down} lost; building the day again");
+                    lost.push(down);
+                }
+                outcome => break outcome?,
+            }
+        };
+        report.warnings.extend(lost.into_iter().map(|down| {
+            format!("query worker {down} was lost under the day's inputs: nothing of that attempt was kept, and the day was built again without it")
+        }));
+        reports.push(report);
     }
     Ok(reports)
+}
+
+/// How many times one day is built again after losing a query worker under its inputs (each
+/// time the lost worker is left out of the next plans).
+const WORKER_LOSS_RETRIES: usize = 3;
+
+/// When `error` is a query that lost a worker: the workers that no longer answer.
+async fn lost_workers(ctx: &SessionContext, error: &BuildError) -> Option<String> {
+    let (BuildError::DataFusion(error) | BuildError::Query(QueryError::DataFusion(error))) = error
+    else {
+        return None;
+    };
+    gpuledger_query::distributed::lost_workers(ctx, error).await
 }
 
 /// The days that have telemetry or scheduler events, and the days billing lines cover: what

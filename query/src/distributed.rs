@@ -205,19 +205,24 @@ impl Health {
 /// `error` as the caller should see it: when it came over a worker's connection and a worker
 /// no longer answers, [`QueryError::WorkerLost`] naming it; otherwise as it is.
 pub async fn explain_failure(ctx: &SessionContext, error: DataFusionError) -> QueryError {
-    let workers = ctx.state().config().get_extension::<Workers>();
-    let (Some(workers), Some(status)) = (workers, transport_status(&error)) else {
-        return QueryError::from_datafusion(error);
-    };
-    let cause = status.message().to_string();
+    match lost_workers(ctx, &error).await {
+        Some(down) => QueryError::WorkerLost {
+            down,
+            cause: transport_status(&error)
+                .map(|status| status.message().to_string())
+                .unwrap_or_default(),
+        },
+        None => QueryError::from_datafusion(error),
+    }
+}
+
+/// When `error` came over a worker's connection and workers no longer answer: their
+/// addresses (they are left out of the session's next plans).
+pub async fn lost_workers(ctx: &SessionContext, error: &DataFusionError) -> Option<String> {
+    let workers = ctx.state().config().get_extension::<Workers>()?;
+    transport_status(error)?;
     let down = workers.health.probe().await;
-    if down.is_empty() {
-        return QueryError::from_datafusion(error);
-    }
-    QueryError::WorkerLost {
-        down: down.join(", "),
-        cause,
-    }
+    (!down.is_empty()).then(|| down.join(", "))
 }
 
 /// The gRPC status in `error`'s chain: what a worker's connection reported.
