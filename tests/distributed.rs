@@ -17,7 +17,7 @@ use crate::golden::{land_worked_example, load_worked_example, run_golden_files_o
 use crate::order_independence::{
     day, delivery, files, lake_with_nodes, land, ledger_tables, scenario,
 };
-use crate::support::{Ledger, Workers, describe, ledgers, start_workers};
+use crate::support::{Ledger, Workers, describe, ledgers, physical_plan, start_workers};
 
 #[test]
 fn golden_sql_files_hold_through_three_workers() {
@@ -81,20 +81,6 @@ async fn rows(ctx: &SessionContext, sql: &str) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// `sql`'s physical plan, as `EXPLAIN` would indent it.
-async fn plan(ctx: &SessionContext, sql: &str) -> String {
-    let plan = ctx
-        .sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    datafusion::physical_plan::displayable(plan.as_ref())
-        .indent(true)
-        .to_string()
-}
-
 const BY_TEAM: &str = "SELECT team, count(*) AS hours, sum(alloc_seconds) / 3600 AS held \
                        FROM gpu_hours GROUP BY team ORDER BY team";
 
@@ -114,7 +100,7 @@ fn team_scoping_holds_on_the_workers() {
         assert_eq!(all.len(), 4, "{all:?}");
         for team in ["nlp", "vision"] {
             let ctx = session(&lake, Some(&workers), Scope::Team(team.into()), None);
-            let shown = runtime.block_on(plan(&ctx, BY_TEAM));
+            let shown = runtime.block_on(physical_plan(&ctx, BY_TEAM));
             assert!(
                 shown.contains("DistributedExec") && shown.contains("TeamRowsExec"),
                 "{shown}"
@@ -283,18 +269,8 @@ fn a_build_that_loses_a_worker_builds_the_day_again_without_it() {
     let workers = ledger.workers(3, &[]);
     let dying = workers.dying_on_first_task(0);
     let list = format!("{dying},{},{}", workers.addresses[1], workers.addresses[2]);
-    let out = ledger.run(&[
-        "ledger",
-        "build",
-        "--from",
-        "2026-11-02",
-        "--to",
-        "2026-11-02",
-        "--workers",
-        &list,
-        "--worker-split-bytes",
-        "1",
-    ]);
+    let build = "ledger build --from 2026-11-02 --to 2026-11-02 --worker-split-bytes 1";
+    let out = ledger.run(&[build.split(' ').collect(), vec!["--workers", &list]].concat());
     assert!(out.status.success(), "{}", describe(&out));
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),

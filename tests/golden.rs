@@ -17,7 +17,7 @@ use gpuledger_query::SessionOptions;
 use gpuledger_query::distributed::Workers;
 use sqllogictest::{DBOutput, DefaultColumnType};
 
-use crate::support::{Ledger, describe, ledgers};
+use crate::support::{Ledger, describe, ledgers, physical_plan};
 
 /// 2026-11-02T00:00:00Z in milliseconds.
 const DAY_MS: i64 = 1_793_577_600_000;
@@ -264,18 +264,10 @@ pub fn run_golden_files_on(sql_dir: &str, load: fn(&Ledger), workers: usize) {
 /// is cut into stages that run on more than one task.
 fn assert_distributed(runtime: &tokio::runtime::Runtime, lake: &Lake, options: &SessionOptions) {
     let ctx = gpuledger_query::new_session_with(lake, options).unwrap();
-    let plan = runtime.block_on(async {
-        let plan = ctx
-            .sql("SELECT team, sum(alloc_seconds) FROM gpu_hours GROUP BY team")
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
-        datafusion::physical_plan::displayable(plan.as_ref())
-            .indent(true)
-            .to_string()
-    });
+    let plan = runtime.block_on(physical_plan(
+        &ctx,
+        "SELECT team, sum(alloc_seconds) FROM gpu_hours GROUP BY team",
+    ));
     assert!(
         plan.contains("DistributedExec") && plan.contains("Network"),
         "not distributed:\n{plan}"

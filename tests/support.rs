@@ -606,3 +606,18 @@ impl Drop for Workers {
         }
     }
 }
+
+/// `sql`'s physical plan in `ctx`, indented as `EXPLAIN` shows it (a distributed plan starts
+/// with `DistributedExec`).
+pub async fn physical_plan(ctx: &datafusion::prelude::SessionContext, sql: &str) -> String {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(true)
+        .to_string()
+}

@@ -29,31 +29,6 @@ use gpuledger_query::distributed::Workers;
 
 const RUNS: usize = 5;
 
-const QUERIES: [(&str, &str); 4] = [
-    (
-        "count and average",
-        "SELECT count(*) AS n, avg(sm_active) AS sm FROM gpu_samples",
-    ),
-    (
-        "node × hour: avg, max, exact p95 of power",
-        "SELECT node, date_trunc('hour', ts) AS hour, avg(power_w) AS avg_w, max(power_w) AS max_w, \
-         percentile_cont(0.95) WITHIN GROUP (ORDER BY power_w) AS p95_w \
-         FROM gpu_samples GROUP BY node, date_trunc('hour', ts)",
-    ),
-    (
-        "GPU × day idle GPU-hours",
-        "SELECT gpu_uuid, date_trunc('day', ts) AS day, \
-         sum(CASE WHEN sm_active < 0.05 THEN 15 ELSE 0 END) / 3600.0 AS idle_gpu_hours \
-         FROM gpu_samples GROUP BY gpu_uuid, date_trunc('day', ts)",
-    ),
-    (
-        "one node, one day",
-        "SELECT gpu_index, avg(sm_active) AS sm, max(power_w) AS max_w FROM gpu_samples \
-         WHERE node = 'dgx-007' AND ts >= TIMESTAMP '2026-11-04T00:00:00Z' \
-         AND ts < TIMESTAMP '2026-11-05T00:00:00Z' GROUP BY gpu_index",
-    ),
-];
-
 /// Worker processes over one lake, stopped when dropped.
 struct Cluster {
     children: Vec<Child>,
@@ -206,7 +181,7 @@ fn main() {
         .iter()
         .map(|&count| (count, Cluster::start(fleet.data_dir(), count)))
         .collect();
-    for (name, sql) in QUERIES {
+    for (name, sql) in fleet::ADHOC_QUERIES {
         let mut base = None;
         let mut answer_rows = None;
         for (count, cluster) in &clusters {

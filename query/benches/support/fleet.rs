@@ -27,6 +27,31 @@ pub const NODES: usize = 125;
 pub const GPUS: usize = 8;
 pub const DAYS: i64 = 7;
 pub const STEP: i64 = 15 * MICROS_PER_SECOND;
+/// The four ad-hoc shapes analysts run over `gpu_samples` (`sql_peers`, `api/benches/workers.rs`).
+pub const ADHOC_QUERIES: [(&str, &str); 4] = [
+    (
+        "count and average",
+        "SELECT count(*) AS n, avg(sm_active) AS sm FROM gpu_samples",
+    ),
+    (
+        "node × hour: avg, max, exact p95 of power",
+        "SELECT node, date_trunc('hour', ts) AS hour, avg(power_w) AS avg_w, max(power_w) AS max_w, \
+         percentile_cont(0.95) WITHIN GROUP (ORDER BY power_w) AS p95_w \
+         FROM gpu_samples GROUP BY node, date_trunc('hour', ts)",
+    ),
+    (
+        "GPU × day idle GPU-hours",
+        "SELECT gpu_uuid, date_trunc('day', ts) AS day, \
+         sum(CASE WHEN sm_active < 0.05 THEN 15 ELSE 0 END) / 3600.0 AS idle_gpu_hours \
+         FROM gpu_samples GROUP BY gpu_uuid, date_trunc('day', ts)",
+    ),
+    (
+        "one node, one day",
+        "SELECT gpu_index, avg(sm_active) AS sm, max(power_w) AS max_w FROM gpu_samples \
+         WHERE node = 'dgx-007' AND ts >= TIMESTAMP '2026-11-04T00:00:00Z' \
+         AND ts < TIMESTAMP '2026-11-05T00:00:00Z' GROUP BY gpu_index",
+    ),
+];
 pub const TEAMS: [&str; 6] = ["vision", "nlp", "search", "ads", "research", "speech"];
 
 /// How big a fleet [`land_sized`] lands: nodes of 8 GPUs, days from 2026-11-02, and the step of
