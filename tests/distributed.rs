@@ -144,6 +144,24 @@ fn team_scoping_holds_on_the_workers() {
                 serde_json::json!({"team": "vision", "held": 6.0}),
             ]
         );
+        // A worker's error keeps its class: a value past the cap (evaluated in the scan's
+        // stage, on a worker) is 422 / 54000 as in-process.
+        let (status, body) = server.sql(
+            &admin_token,
+            "SELECT max(length(repeat(team, 100000000))) FROM gpu_hours",
+        );
+        assert_eq!(
+            (status, body["sqlstate"].as_str()),
+            (422, Some("54000")),
+            "{body}"
+        );
+        assert!(
+            body["detail"]
+                .as_str()
+                .unwrap()
+                .starts_with("repeat: the result would be"),
+            "{body}"
+        );
     }
 }
 
@@ -224,6 +242,50 @@ fn a_worker_lost_mid_query_fails_it_clearly() {
     // The coordinator has left the dead worker out of its plans.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(runtime.block_on(rows(&ctx, BY_TEAM)).unwrap(), expected);
+
+    // Over HTTP, a `serve` coordinating the two workers left: 503 / 58000, the address kept
+    // for the log, and the next query answered by the last worker.
+    let live: Vec<String> = (0..3)
+        .filter(|&i| i != busiest)
+        .map(|i| workers.addresses[i].clone())
+        .collect();
+    let server = ledger.serve(&[
+        "--workers",
+        &live.join(","),
+        "--worker-split-bytes",
+        "1",
+        "--query-timeout",
+        "600s",
+    ]);
+    let admin = ledger.token("admin", None);
+    let (status, body) = std::thread::scope(|scope| {
+        let request = scope.spawn(|| server.sql(&admin, heavy));
+        std::thread::sleep(Duration::from_secs(2));
+        assert!(
+            !request.is_finished(),
+            "the heavy query ended before the kill"
+        );
+        let busiest = workers.busiest();
+        workers.kill(busiest);
+        request.join().unwrap()
+    });
+    assert_eq!(
+        (status, body["sqlstate"].as_str(), body["detail"].as_str()),
+        (
+            503,
+            Some("58000"),
+            Some(
+                "a query worker stopped while the query ran on it, so the query did not complete: run it again"
+            )
+        ),
+        "{body}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let held = server.rows(
+        &admin,
+        "SELECT count(*) AS n FROM gpu_hours WHERE team = 'nlp'",
+    );
+    assert_eq!(held, vec![serde_json::json!({"n": 12})]);
 }
 
 /// The weekly report computed through three workers is the in-process report, byte for byte.

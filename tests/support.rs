@@ -553,16 +553,20 @@ impl Workers {
 
     /// The worker that has used the most CPU time so far (user + system, from /proc): the one
     /// doing a query's heavy work.
-    pub fn busiest(&self) -> usize {
+    pub fn busiest(&mut self) -> usize {
         let cpu = |pid: u32| -> u64 {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
             // After the command's `(name)`: state is field 3, utime 14 and stime 15.
             let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
             fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
         };
-        (0..self.children.len())
+        let running: Vec<usize> = (0..self.children.len())
+            .filter(|&i| matches!(self.children[i].try_wait(), Ok(None)))
+            .collect();
+        running
+            .into_iter()
             .max_by_key(|&i| cpu(self.children[i].id()))
-            .unwrap()
+            .expect("a worker still running")
     }
 
     /// An address in front of worker `index` that forwards nothing: the first connection that

@@ -71,25 +71,68 @@ impl QueryError {
     }
 }
 
+/// How a value past the cap travels inside a plan: as a context that names it and carries its
+/// figures. A plan that ran on a worker comes back with DataFusion's own errors and contexts
+/// intact but other crates' errors reduced to their text (datafusion-distributed's wire), so
+/// the context is what keeps the error ours — its class (422, 54000) — wherever it was raised.
+const VALUE_TOO_LARGE: &str = "gpuledger: value too large ";
+
 impl QueryError {
+    /// `self` raised inside a plan (a function refusing a value), so that
+    /// [`QueryError::from_datafusion`] finds it again, in this process or after a worker.
+    pub(crate) fn into_plan_error(self) -> datafusion::error::DataFusionError {
+        use datafusion::error::DataFusionError;
+        let QueryError::ValueTooLarge {
+            function,
+            bytes,
+            limit,
+        } = &self
+        else {
+            return DataFusionError::External(Box::new(self));
+        };
+        let figures = serde_json::json!({"function": function, "bytes": bytes, "limit": limit});
+        DataFusionError::Context(
+            format!("{VALUE_TOO_LARGE}{figures}"),
+            Box::new(DataFusionError::Execution(self.to_string())),
+        )
+    }
+
     /// A DataFusion error, or the error of ours that an operator or function raised inside it.
     pub fn from_datafusion(error: datafusion::error::DataFusionError) -> Self {
+        Self::ours_inside(&error).unwrap_or(QueryError::DataFusion(error))
+    }
+
+    /// The error of ours that `error` carries, however DataFusion (or a worker's stream)
+    /// wrapped it.
+    pub fn ours_inside(error: &datafusion::error::DataFusionError) -> Option<Self> {
         use datafusion::error::DataFusionError;
-        if let DataFusionError::External(inner) = error.find_root()
-            && let Some(ours) = inner.downcast_ref::<QueryError>()
-            && let QueryError::ValueTooLarge {
-                function,
-                bytes,
-                limit,
-            } = ours
-        {
-            return QueryError::ValueTooLarge {
-                function: function.clone(),
-                bytes: *bytes,
-                limit: *limit,
-            };
+        match error {
+            DataFusionError::Context(context, inner) => match context.strip_prefix(VALUE_TOO_LARGE)
+            {
+                Some(figures) => {
+                    let figures: serde_json::Value = serde_json::from_str(figures).ok()?;
+                    Some(QueryError::ValueTooLarge {
+                        function: figures["function"].as_str()?.to_string(),
+                        bytes: figures["bytes"].as_u64()?,
+                        limit: figures["limit"].as_u64()?,
+                    })
+                }
+                None => Self::ours_inside(inner),
+            },
+            DataFusionError::Shared(inner) => Self::ours_inside(inner),
+            DataFusionError::Diagnostic(_, inner) => Self::ours_inside(inner),
+            DataFusionError::External(inner) => inner
+                .downcast_ref::<DataFusionError>()
+                .and_then(Self::ours_inside),
+            DataFusionError::ArrowError(arrow, _) => match arrow.as_ref() {
+                arrow::error::ArrowError::ExternalError(inner) => inner
+                    .downcast_ref::<DataFusionError>()
+                    .and_then(Self::ours_inside),
+                _ => None,
+            },
+            DataFusionError::Collection(errors) => errors.iter().find_map(Self::ours_inside),
+            _ => None,
         }
-        QueryError::DataFusion(error)
     }
 }
 

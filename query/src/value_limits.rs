@@ -226,11 +226,12 @@ pub struct Bounded {
 
 impl Bounded {
     fn refuse(&self, bytes: u64) -> DataFusionError {
-        DataFusionError::External(Box::new(QueryError::ValueTooLarge {
+        QueryError::ValueTooLarge {
             function: self.inner.name().to_string(),
             bytes,
             limit: self.cap,
-        }))
+        }
+        .into_plan_error()
     }
 }
 
