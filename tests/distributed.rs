@@ -96,6 +96,18 @@ fn team_scoping_holds_on_the_workers() {
         let lake = open_lake(&runtime, &ledger);
         let admin = session(&lake, None, Scope::All, None);
         let all = runtime.block_on(rows(&admin, BY_TEAM)).unwrap();
+        // EXPLAIN ANALYZE through the workers: the stages with their tasks' metrics.
+        let analyzed = runtime
+            .block_on(rows(
+                &session(&lake, Some(&workers), Scope::All, None),
+                &format!("EXPLAIN ANALYZE {BY_TEAM}"),
+            ))
+            .unwrap()
+            .join("\n");
+        assert!(
+            analyzed.contains("DistributedExec") && analyzed.contains("output_rows"),
+            "{analyzed}"
+        );
         // 12 h of nlp, 1 h unattributed, 6 h of vision, and the unallocated hours (no team).
         assert_eq!(all.len(), 4, "{all:?}");
         for team in ["nlp", "vision"] {
@@ -422,4 +434,43 @@ proptest! {
             runtime.block_on(rows(&session(&lake, None, Scope::All, None), total)).unwrap()
         );
     }
+}
+
+/// A query past its time limit stops on the workers too (their `--query-timeout` is the
+/// coordinator's): their CPU goes quiet once the coordinator has answered 422 / 57014, where
+/// the heavy join would have kept them busy for minutes.
+#[test]
+fn a_timed_out_query_stops_on_the_workers() {
+    let ledger = ledgers().remove(0);
+    load_worked_example(&ledger);
+    let mut workers = ledger.workers(2, &["--query-timeout", "2s"]);
+    let server = ledger.serve(&[
+        "--workers",
+        &workers.list(),
+        "--worker-split-bytes",
+        "1",
+        "--query-timeout",
+        "2s",
+    ]);
+    let admin = ledger.token("admin", None);
+    let heavy = "SELECT count(*) FROM gpu_samples a JOIN gpu_samples b ON a.gpu_uuid = b.gpu_uuid \
+                 JOIN gpu_samples c ON b.gpu_uuid = c.gpu_uuid";
+    let before = workers.cpu_ticks();
+    let (status, body) = server.sql(&admin, heavy);
+    assert_eq!(
+        (status, body["sqlstate"].as_str()),
+        (422, Some("57014")),
+        "{body}"
+    );
+    let busy = workers.cpu_ticks() - before;
+    assert!(busy > 50, "the workers did the query's work: {busy} ticks");
+    std::thread::sleep(Duration::from_secs(1));
+    let settled = workers.cpu_ticks();
+    std::thread::sleep(Duration::from_secs(3));
+    let after = workers.cpu_ticks() - settled;
+    // 3 s of two busy workers would be ~600 ticks; idle workers probe nothing.
+    assert!(
+        after < 30,
+        "the workers went on for {after} ticks after the timeout"
+    );
 }

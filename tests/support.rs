@@ -551,22 +551,23 @@ impl Workers {
         self.addresses.join(",")
     }
 
-    /// The worker that has used the most CPU time so far (user + system, from /proc): the one
-    /// doing a query's heavy work.
+    /// The worker that has used the most CPU time so far: the one doing a query's heavy work.
     pub fn busiest(&mut self) -> usize {
-        let cpu = |pid: u32| -> u64 {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-            // After the command's `(name)`: state is field 3, utime 14 and stime 15.
-            let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-            fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
-        };
         let running: Vec<usize> = (0..self.children.len())
             .filter(|&i| matches!(self.children[i].try_wait(), Ok(None)))
             .collect();
         running
             .into_iter()
-            .max_by_key(|&i| cpu(self.children[i].id()))
+            .max_by_key(|&i| cpu_ticks(self.children[i].id()))
             .expect("a worker still running")
+    }
+
+    /// CPU time all the workers still running have used, in clock ticks.
+    pub fn cpu_ticks(&mut self) -> u64 {
+        self.children
+            .iter_mut()
+            .filter_map(|child| matches!(child.try_wait(), Ok(None)).then(|| cpu_ticks(child.id())))
+            .sum()
     }
 
     /// An address in front of worker `index` that forwards nothing: the first connection that
@@ -624,4 +625,12 @@ pub async fn physical_plan(ctx: &datafusion::prelude::SessionContext, sql: &str)
     datafusion::physical_plan::displayable(plan.as_ref())
         .indent(true)
         .to_string()
+}
+
+/// CPU time process `pid` has used (user + system, from /proc), in clock ticks.
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command's `(name)`: state is field 3, utime 14 and stime 15.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }

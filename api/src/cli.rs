@@ -395,6 +395,11 @@ pub struct WorkerArgs {
     /// Memory one task of a query may use on this worker, in MiB; past it the query fails.
     #[arg(long, env = "GPULEDGER_QUERY_MEMORY_MB", default_value_t = 1024)]
     pub query_memory_mb: usize,
+
+    /// How long one task of a query may run on this worker (as the coordinators'
+    /// --query-timeout): a task whose coordinator stopped waiting stops here too by then.
+    #[arg(long, env = "GPULEDGER_QUERY_TIMEOUT", default_value = "60s")]
+    pub query_timeout: humantime::Duration,
 }
 
 #[derive(Debug, clap::Args)]

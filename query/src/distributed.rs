@@ -44,6 +44,7 @@ use http::{HeaderMap, HeaderValue};
 use prost::Message;
 use url::Url;
 
+use crate::cancel::Cancellation;
 use crate::error::QueryError;
 use crate::scope::TeamRowsExec;
 use crate::session::{LAKE_URL, register_functions};
@@ -451,6 +452,10 @@ pub struct WorkerOptions {
     pub memory_limit: usize,
     /// The secret coordinators must present; `None` accepts any (loopback and trusted networks).
     pub secret: Option<String>,
+    /// How long one task may run here. A coordinator that stops waiting (its time limit, a
+    /// client gone) drops its streams, but a worker goes on computing what it was asked until
+    /// the task ends; past this every operator of the task stops at its next batch.
+    pub task_timeout: std::time::Duration,
 }
 
 /// A worker over `lake`: the tonic service `gpuledger worker` serves.
@@ -495,6 +500,7 @@ fn worker_session(
         .with_distributed_user_codec(TeamRowsCodec)
         .with_distributed_passthrough_headers(secret_headers(options.secret.as_deref())?)?
         .with_distributed_worker_plan_rewrite_handler(refuse_unless_reading_the_lake)
+        .with_distributed_worker_plan_rewrite_handler(stop_after(options.task_timeout))
         .build();
     let ctx = SessionContext::new_with_state(state);
     register_functions(&ctx, Some(options.memory_limit))?;
@@ -538,6 +544,22 @@ fn check_reads_the_lake(plan: &Arc<dyn ExecutionPlan>) -> DfResult<()> {
     plan.children()
         .into_iter()
         .try_for_each(check_reads_the_lake)
+}
+
+/// Wraps a task's operators so that they stop at their next batch once `timeout` has passed.
+fn stop_after(
+    timeout: std::time::Duration,
+) -> impl Fn(WorkerPlanRewriteEvent<'_>) -> DfResult<WorkerPlanRewriteEventResponse> + Send + Sync {
+    move |event| {
+        let cancellation = Cancellation::default();
+        let plan = cancellation.guard(event.plan)?;
+        let deadline = cancellation.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            deadline.cancel();
+        });
+        Ok(WorkerPlanRewriteEventResponse::new(plan))
+    }
 }
 
 /// Serves a worker over `lake` on `listener` until `shutdown` resolves.
