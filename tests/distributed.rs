@@ -474,3 +474,34 @@ fn a_timed_out_query_stops_on_the_workers() {
         "the workers went on for {after} ticks after the timeout"
     );
 }
+
+/// The Postgres port of a `serve --workers`: psql's own statements and the rewrites of the
+/// Postgres port (PostgreSQL's functions, a correlated subquery's one-row aggregate) over
+/// tables whose scans run on the workers.
+#[test]
+fn the_postgres_port_answers_through_workers() {
+    let ledger = ledgers().remove(0);
+    load_worked_example(&ledger);
+    let workers = ledger.workers(2, &[]);
+    let admin = ledger.token("admin", None);
+    let server = ledger.serve(&["--workers", &workers.list(), "--worker-split-bytes", "1"]);
+    let out = crate::support::psql(
+        &server,
+        &admin,
+        "disable",
+        &["-t"],
+        &[
+            "select current_schema(), version() like 'PostgreSQL%', count(*) from gpu_hours where team = 'nlp'",
+            "select t.name, (select h.node from gpu_hours h where h.team = t.name and h.gpu_index = 1 \
+             and h.hour = timestamptz '2026-11-02 03:00:00+00') \
+             from (select distinct team as name from gpu_hours where team = 'nlp') t",
+            "select t.team, (select count(*) from gpu_hours h where h.team = t.team) from \
+             (select distinct team from gpu_hours where team is not null) t order by 1",
+        ],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "public|t|12\nnlp|n1\nnlp|12\nunattributed|1\nvision|6\n"
+    );
+}

@@ -15,9 +15,11 @@
 //! Team scoping holds on a worker because the barrier travels inside the stage: a team's scan is
 //! a `TeamRowsExec` over its slice of the files, so no row of another team leaves the worker.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DataFusionError, Result as DfResult, exec_err, internal_err};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{FileGroup, FileGroupPartitioner, FileScanConfig};
@@ -25,9 +27,12 @@ use datafusion::datasource::sink::DataSinkExec;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::SessionState;
 use datafusion::execution::TaskContext;
+use datafusion::execution::context::QueryPlanner;
 use datafusion::execution::object_store::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
+use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 use datafusion::prelude::SessionContext;
 use datafusion_distributed::{
     DesiredTaskCountEvent, DesiredTaskCountEventResponse, DistributedConfig, DistributedExt,
@@ -209,21 +214,45 @@ pub async fn explain_failure(ctx: &SessionContext, error: DataFusionError) -> Qu
     match lost_workers(ctx, &error).await {
         Some(down) => QueryError::WorkerLost {
             down,
-            cause: transport_status(&error)
-                .map(|status| status.message().to_string())
-                .unwrap_or_default(),
+            cause: match transport_status(&error) {
+                Some(status) => status.message().to_string(),
+                None => error.find_root().to_string(),
+            },
         },
         None => QueryError::from_datafusion(error),
     }
 }
 
-/// When `error` came over a worker's connection and workers no longer answer: their
+/// When `error` may be a worker's connection breaking and workers no longer answer: their
 /// addresses (they are left out of the session's next plans).
+///
+/// A connection that breaks between the coordinator and a worker reaches the coordinator as a
+/// gRPC status; one between two workers, as the reading worker's own error, which crosses the
+/// wire as text (an external or internal error). Errors of the query itself (its data, its
+/// limits, ours) are never a lost worker.
 pub async fn lost_workers(ctx: &SessionContext, error: &DataFusionError) -> Option<String> {
     let workers = ctx.state().config().get_extension::<Workers>()?;
-    transport_status(error)?;
-    let down = workers.health.probe().await;
-    (!down.is_empty()).then(|| down.join(", "))
+    let transport = transport_status(error).is_some()
+        || (QueryError::ours_inside(error).is_none()
+            && matches!(
+                error.find_root(),
+                DataFusionError::External(_) | DataFusionError::Internal(_)
+            ));
+    if !transport {
+        return None;
+    }
+    // A worker killed resets its connections a moment before its port stops accepting: look
+    // again for a short while before deciding that every worker answers.
+    for attempt in 0..5 {
+        let down = workers.health.probe().await;
+        if !down.is_empty() {
+            return Some(down.join(", "));
+        }
+        if attempt < 4 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    None
 }
 
 /// The gRPC status in `error`'s chain: what a worker's connection reported.
@@ -272,7 +301,13 @@ pub(crate) fn coordinate(
             urls: workers.urls.clone(),
             health: Arc::clone(&workers.health),
         })
-        .with_distributed_planner()
+        .with_distributed_planner();
+    let distributed = builder
+        .query_planner()
+        .take()
+        .expect("with_distributed_planner sets the query planner");
+    let mut builder = builder
+        .with_query_planner(Arc::new(WhereWorkersCan { distributed }))
         .with_distributed_user_codec(TeamRowsCodec)
         .with_distributed_desired_task_count_handler(team_rows_task_count)
         .with_distributed_scale_up_leaf_node_handler(team_rows_scale_up);
@@ -284,6 +319,71 @@ pub(crate) fn coordinate(
         .get_or_insert_default()
         .set_extension(Arc::new(workers.clone()));
     builder.with_distributed_passthrough_headers(secret_headers(workers.secret.as_deref())?)
+}
+
+/// Plans over the workers only what they can run: a plan calling a function the workers do
+/// not have (the Postgres port's `pg_catalog` functions, a session's own registrations) is
+/// planned in-process, as without workers.
+#[derive(Debug)]
+struct WhereWorkersCan {
+    distributed: Arc<dyn QueryPlanner + Send + Sync>,
+}
+
+/// The functions every worker has: DataFusion's own and [`register_functions`]'s.
+static WORKER_FUNCTIONS: LazyLock<HashSet<String>> = LazyLock::new(|| {
+    let ctx = SessionContext::new();
+    // A bounded session registers the same names as an unbounded one.
+    register_functions(&ctx, None).expect("the session's functions register");
+    let state = ctx.state();
+    state
+        .scalar_functions()
+        .keys()
+        .chain(state.aggregate_functions().keys())
+        .chain(state.window_functions().keys())
+        .cloned()
+        .collect()
+});
+
+/// Whether every function `plan` calls (in its subqueries too) is one a worker has.
+fn workers_can_run(plan: &LogicalPlan) -> bool {
+    let mut known = true;
+    let _ = plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|expr| {
+            expr.apply(|expr| {
+                let name = match expr {
+                    Expr::ScalarFunction(call) => Some(call.func.name()),
+                    Expr::AggregateFunction(call) => Some(call.func.name()),
+                    Expr::WindowFunction(call) => Some(call.fun.name()),
+                    _ => None,
+                };
+                if name.is_some_and(|name| !WORKER_FUNCTIONS.contains(name)) {
+                    known = false;
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    });
+    known
+}
+
+#[async_trait::async_trait]
+impl QueryPlanner for WhereWorkersCan {
+    async fn create_physical_plan(
+        &self,
+        logical_plan: &LogicalPlan,
+        session_state: &dyn datafusion::catalog::Session,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if workers_can_run(logical_plan) {
+            self.distributed
+                .create_physical_plan(logical_plan, session_state)
+                .await
+        } else {
+            DefaultPhysicalPlanner::default()
+                .create_physical_plan(logical_plan, session_state)
+                .await
+        }
+    }
 }
 
 fn secret_headers(secret: Option<&str>) -> DfResult<HeaderMap> {

@@ -140,3 +140,34 @@ async fn a_worker_runs_only_plans_that_read_the_lake() {
         .unwrap();
     check_reads_the_lake(&computed).unwrap();
 }
+
+/// A plan goes to the workers only when they have every function it calls.
+#[tokio::test]
+async fn plans_calling_functions_the_workers_lack_stay_here() {
+    let ctx = SessionContext::new();
+    crate::session::register_functions(&ctx, None).unwrap();
+    ctx.register_udf(datafusion::logical_expr::create_udf(
+        "only_here",
+        vec![DataType::Utf8],
+        DataType::Utf8,
+        datafusion::logical_expr::Volatility::Immutable,
+        Arc::new(|args: &[datafusion::logical_expr::ColumnarValue]| Ok(args[0].clone())),
+    ));
+    let plan = |sql: &'static str| {
+        let ctx = ctx.clone();
+        async move { ctx.sql(sql).await.unwrap().into_optimized_plan().unwrap() }
+    };
+    assert!(workers_can_run(
+        &plan("SELECT lower('A'), amortize_share(1.0, 1.0, 2.0)").await
+    ));
+    assert!(workers_can_run(
+        &plan("SELECT (SELECT max(x) FROM (VALUES (1)) v(x))").await
+    ));
+    // (On literals the optimizer folds a call away: columns keep it.)
+    assert!(!workers_can_run(
+        &plan("SELECT only_here(column1) FROM (VALUES ('a')) v").await
+    ));
+    assert!(!workers_can_run(
+        &plan("SELECT 1 WHERE 2 > (SELECT count(only_here(column1)) FROM (VALUES ('a')) v)").await
+    ));
+}
