@@ -140,11 +140,6 @@ impl ApiError {
             // The worker's address stays in the log.
             return "a query worker stopped while the query ran on it, so the query did not complete: run it again".into();
         }
-        if let ApiError::Query(QueryError::DataFusion(inner)) = self
-            && let Some(ours) = QueryError::ours_inside(inner)
-        {
-            return ours.to_string();
-        }
         if self.status().is_server_error() && !matches!(self, ApiError::Unavailable) {
             "the server could not complete the request; the error is in its log".into()
         } else {
@@ -169,12 +164,6 @@ fn internal() -> Class {
 }
 
 fn query_class(error: &QueryError) -> Class {
-    // One of ours raised inside a plan (a function's value cap) keeps its own class.
-    if let QueryError::DataFusion(inner) = error
-        && let Some(ours) = QueryError::ours_inside(inner)
-    {
-        return query_class(&ours);
-    }
     match error {
         QueryError::Refused(_) => class(StatusCode::FORBIDDEN, "42501", "Not a read-only query"),
         QueryError::Timeout(_) => class(

@@ -4,8 +4,10 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum QueryError {
+    /// A DataFusion error that carries none of ours (`From` finds those: see
+    /// [`QueryError::from_datafusion`]).
     #[error(transparent)]
-    DataFusion(#[from] datafusion::error::DataFusionError),
+    DataFusion(datafusion::error::DataFusionError),
 
     #[error(transparent)]
     Lake(#[from] gpuledger_lake::LakeError),
@@ -77,26 +79,35 @@ impl QueryError {
 /// the context is what keeps the error ours — its class (422, 54000) — wherever it was raised.
 const VALUE_TOO_LARGE: &str = "gpuledger: value too large ";
 
-impl QueryError {
-    /// `self` raised inside a plan (a function refusing a value), so that
-    /// [`QueryError::from_datafusion`] finds it again, in this process or after a worker.
-    pub(crate) fn into_plan_error(self) -> datafusion::error::DataFusionError {
-        use datafusion::error::DataFusionError;
-        let QueryError::ValueTooLarge {
-            function,
-            bytes,
-            limit,
-        } = &self
-        else {
-            return DataFusionError::External(Box::new(self));
-        };
-        let figures = serde_json::json!({"function": function, "bytes": bytes, "limit": limit});
-        DataFusionError::Context(
-            format!("{VALUE_TOO_LARGE}{figures}"),
-            Box::new(DataFusionError::Execution(self.to_string())),
-        )
+/// A value past the cap, raised inside a plan (a function refusing it), so that
+/// [`QueryError::from_datafusion`] finds it again, in this process or after a worker.
+pub(crate) fn value_too_large(
+    function: String,
+    bytes: u64,
+    limit: u64,
+) -> datafusion::error::DataFusionError {
+    let figures = serde_json::json!({"function": function, "bytes": bytes, "limit": limit});
+    let message = QueryError::ValueTooLarge {
+        function,
+        bytes,
+        limit,
     }
+    .to_string();
+    datafusion::error::DataFusionError::Context(
+        format!("{VALUE_TOO_LARGE}{figures}"),
+        Box::new(datafusion::error::DataFusionError::Execution(message)),
+    )
+}
 
+/// Every DataFusion error becomes a `QueryError` here, so that one of ours inside it is found
+/// wherever the conversion happens (`?`, the Postgres port's error handler).
+impl From<datafusion::error::DataFusionError> for QueryError {
+    fn from(error: datafusion::error::DataFusionError) -> Self {
+        Self::from_datafusion(error)
+    }
+}
+
+impl QueryError {
     /// A DataFusion error, or the error of ours that an operator or function raised inside it.
     pub fn from_datafusion(error: datafusion::error::DataFusionError) -> Self {
         Self::ours_inside(&error).unwrap_or(QueryError::DataFusion(error))
@@ -104,7 +115,7 @@ impl QueryError {
 
     /// The error of ours that `error` carries, however DataFusion (or a worker's stream)
     /// wrapped it.
-    pub fn ours_inside(error: &datafusion::error::DataFusionError) -> Option<Self> {
+    pub(crate) fn ours_inside(error: &datafusion::error::DataFusionError) -> Option<Self> {
         use datafusion::error::DataFusionError;
         match error {
             DataFusionError::Context(context, inner) => match context.strip_prefix(VALUE_TOO_LARGE)

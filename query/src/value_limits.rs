@@ -34,8 +34,6 @@ use datafusion::physical_expr::expressions::{BinaryExpr, Column};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 
-use crate::error::QueryError;
-
 /// How the result of a function is bounded by its arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Estimate {
@@ -226,12 +224,7 @@ pub struct Bounded {
 
 impl Bounded {
     fn refuse(&self, bytes: u64) -> DataFusionError {
-        QueryError::ValueTooLarge {
-            function: self.inner.name().to_string(),
-            bytes,
-            limit: self.cap,
-        }
-        .into_plan_error()
+        crate::error::value_too_large(self.inner.name().to_string(), bytes, self.cap)
     }
 }
 

@@ -36,7 +36,7 @@ use crate::error::ApiError;
 pub fn install(ctx: &SessionContext) -> Result<DescribeFunctions, ApiError> {
     let functions = DescribeFunctions::new(ctx).map_err(QueryError::from)?;
     setup_pg_catalog(ctx, CATALOG_NAME, EmptyContextProvider)
-        .map_err(|error| ApiError::Query(QueryError::DataFusion(*error)))?;
+        .map_err(|error| ApiError::Query((*error).into()))?;
     super::postgres::register_functions(ctx);
     Ok(functions)
 }
