@@ -37,10 +37,12 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    // An empty secret is no secret, for workers and coordinators alike.
+    let worker_secret = cli.worker_secret.clone().filter(|s| !s.is_empty());
     gpuledger_query::distributed::Workers::use_in_this_process(
         cli.workers
             .clone()
-            .with_secret(cli.worker_secret.clone())
+            .with_secret(worker_secret.clone())
             .with_bytes_per_task(cli.worker_split_bytes),
     );
     let config = LakeConfig {
@@ -76,7 +78,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
         Command::Report(args) => commands::report::run(&lake, args).await,
         Command::Export(args) => commands::export::run(&lake, args).await,
         Command::Compact(args) => commands::compact::run(&lake, args).await,
-        Command::Worker(args) => commands::worker::run(&lake, cli.worker_secret, args).await,
+        Command::Worker(args) => commands::worker::run(&lake, worker_secret, args).await,
         Command::Migrate => {
             println!("catalog is up to date ({:?})", lake.catalog().backend());
             Ok(ExitCode::SUCCESS)

@@ -97,7 +97,7 @@ impl Workers {
 
     /// The secret the workers were started with (`GPULEDGER_WORKER_SECRET`).
     pub fn with_secret(mut self, secret: Option<String>) -> Self {
-        self.secret = secret.filter(|s| !s.is_empty());
+        self.secret = secret;
         self
     }
 

@@ -14,7 +14,7 @@ pub async fn run(
 ) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let options = WorkerOptions {
         memory_limit: args.query_memory_mb << 20,
-        secret: secret.filter(|s| !s.is_empty()),
+        secret,
         task_timeout: args.query_timeout.into(),
     };
     if options.secret.is_none() && !args.listen.ip().is_loopback() {
