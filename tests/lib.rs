@@ -14,6 +14,7 @@ mod docs;
 mod focus_export;
 mod golden;
 mod grafana;
+mod group_commit;
 mod ingest_bad_corpus;
 mod ingest_dcgm;
 mod ingest_events;

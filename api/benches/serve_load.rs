@@ -4,7 +4,14 @@
 //!   16-GPU demo cluster's week (five budgets, asked in turn);
 //! - `ingest_dcgm`: `POST /v1/ingest/dcgm`, one scrape of that cluster per request (16 GPUs,
 //!   every default family, per-sample timestamps), each request a scrape of its own time, so
-//!   nothing is deduplicated away; `202` means the batch is committed.
+//!   nothing is deduplicated away; `202` means the batch is committed;
+//! - `ingest_remote_write`: `POST /v1/prom/write`, 2,000 samples per request (Prometheus's
+//!   default `max_samples_per_send`): 16 GPUs × 5 DCGM fields × 25 scrapes, each request its
+//!   own 25 scrapes.
+//!
+//! The two ingest scenarios run twice, each time on a fresh `serve` and samples the lake has
+//! not seen: with `--ingest-group-rows 0` (one Parquet file and catalog transaction per request)
+//! and with the default group commit.
 //!
 //! ```sh
 //! cargo bench -p gpuledger --bench serve_load
@@ -76,23 +83,7 @@ fn main() {
     let token = gpuledger(&["token", "create", "--scope", "admin"])
         .trim()
         .to_string();
-    let server = Server::start(&data);
-
-    // Scrapes of the cluster's second week: times the lake has not seen.
-    let later = DemoSpec {
-        gpus: 16,
-        days: 7,
-        seed: DemoSpec::DEFAULT_SEED,
-        start: start + chrono::Duration::days(7),
-        scrape_interval_s: DemoSpec::DEFAULT_SCRAPE_INTERVAL_S,
-    };
-    let mut scrapes = DcgmScrapes::new(&Scenario::plan(&later));
-    let mut bodies = Vec::new();
-    let mut buf = Vec::new();
-    while scrapes.next_chunk(&mut buf) && bodies.len() < clients * 200 {
-        bodies.push(bytes::Bytes::from(std::mem::take(&mut buf)));
-    }
-    let bodies = Arc::new(bodies);
+    let server = Server::start(&data, &[]);
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let http = reqwest::Client::builder()
@@ -114,26 +105,135 @@ fn main() {
         }
     }));
     report.print("budget_status", "GET /v1/budgets/{name}/status");
+    drop(server);
 
-    let base = server.base.clone();
-    let per_client = bodies.len() / clients;
-    let report = runtime.block_on(load(clients, limit, per_client, {
-        let (http, token, bodies) = (http.clone(), token.clone(), Arc::clone(&bodies));
-        move |i| {
-            let request = http
-                .post(format!("{base}/v1/ingest/dcgm?cluster=demo"))
-                .bearer_auth(&token)
-                .body(bodies[i].clone());
-            async move { request.send().await.map(|r| r.status().as_u16() == 202) }
+    for (week, (commit, args)) in [
+        ("one commit per request", &["--ingest-group-rows", "0"][..]),
+        ("group commit (default)", &[][..]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let server = Server::start(&data, args);
+        let base = server.base.clone();
+        // Scrapes of a week after the demo's that the lake has not seen: week 2, then week 3.
+        let first_day = start + chrono::Duration::days(7 * (week as i64 + 1));
+        let later = DemoSpec {
+            gpus: 16,
+            days: 7,
+            seed: DemoSpec::DEFAULT_SEED,
+            start: first_day,
+            scrape_interval_s: DemoSpec::DEFAULT_SCRAPE_INTERVAL_S,
+        };
+        let mut scrapes = DcgmScrapes::new(&Scenario::plan(&later));
+        let mut bodies = Vec::new();
+        let mut buf = Vec::new();
+        while scrapes.next_chunk(&mut buf) && bodies.len() < clients * 200 {
+            bodies.push(bytes::Bytes::from(std::mem::take(&mut buf)));
         }
-    }));
-    report.print(
-        "ingest_dcgm",
-        &format!(
-            "POST /v1/ingest/dcgm, one 16-GPU scrape ({} bytes) per request",
-            bodies[0].len()
-        ),
-    );
+        let bodies = Arc::new(bodies);
+        let per_client = bodies.len() / clients;
+        let report = runtime.block_on(load(clients, limit, per_client, {
+            let (http, token, bodies) = (http.clone(), token.clone(), Arc::clone(&bodies));
+            let base = base.clone();
+            move |i| {
+                let request = http
+                    .post(format!("{base}/v1/ingest/dcgm?cluster=demo"))
+                    .bearer_auth(&token)
+                    .body(bodies[i].clone());
+                async move { request.send().await.map(|r| r.status().as_u16() == 202) }
+            }
+        }));
+        report.print(
+            "ingest_dcgm",
+            &format!(
+                "{commit}: POST /v1/ingest/dcgm, one 16-GPU scrape ({} bytes, 199 samples) per request",
+                bodies[0].len()
+            ),
+        );
+        report.print_samples(199);
+
+        // Remote-write of the same week's second half, in 2,000-sample bodies.
+        let from_ms = (first_day + chrono::Duration::days(4))
+            .and_hms_opt(0, 0, 0)
+            .unwrap()
+            .and_utc()
+            .timestamp_millis();
+        let writes: Vec<bytes::Bytes> = (0..clients * 50)
+            .map(|n| remote_write_body(from_ms, n))
+            .collect();
+        let writes = Arc::new(writes);
+        let report = runtime.block_on(load(clients, limit, writes.len() / clients, {
+            let (http, token, writes) = (http.clone(), token.clone(), Arc::clone(&writes));
+            move |i| {
+                let request = http
+                    .post(format!("{base}/v1/prom/write?cluster=demo"))
+                    .bearer_auth(&token)
+                    .header("content-encoding", "snappy")
+                    .header("content-type", "application/x-protobuf")
+                    .body(writes[i].clone());
+                async move { request.send().await.map(|r| r.status().as_u16() == 202) }
+            }
+        }));
+        report.print(
+            "ingest_remote_write",
+            &format!(
+                "{commit}: POST /v1/prom/write, {REMOTE_WRITE_SAMPLES} samples ({} bytes) per request",
+                writes[0].len()
+            ),
+        );
+        report.print_samples(REMOTE_WRITE_SAMPLES);
+    }
+}
+
+/// Samples per remote-write request: Prometheus's default `max_samples_per_send`.
+const REMOTE_WRITE_SAMPLES: usize = 2_000;
+/// The DCGM fields a remote-write body carries, as dcgm-exporter names them.
+const REMOTE_WRITE_FIELDS: [&str; 5] = [
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_PROF_SM_ACTIVE",
+];
+
+/// Remote-write body `n`: 16 GPUs × 5 fields × 25 scrapes 15 s apart, starting 25 scrapes
+/// after body `n - 1`'s (snappy-compressed `WriteRequest`, labels sorted by name).
+fn remote_write_body(from_ms: i64, n: usize) -> bytes::Bytes {
+    use gpuledger_ingest::remote_write::{Label, Sample, TimeSeries, WriteRequest};
+    use prost::Message;
+    const GPUS: usize = 16;
+    const SCRAPES: usize = REMOTE_WRITE_SAMPLES / GPUS / REMOTE_WRITE_FIELDS.len();
+    let mut request = WriteRequest::default();
+    for (field_index, field) in REMOTE_WRITE_FIELDS.iter().enumerate() {
+        for gpu in 0..GPUS {
+            let label = |name: &str, value: String| Label {
+                name: name.into(),
+                value,
+            };
+            let labels = vec![
+                label("Hostname", format!("demo-node-{}", gpu / 8)),
+                label("UUID", format!("GPU-rw-{gpu:04}")),
+                label("__name__", (*field).into()),
+                label("gpu", (gpu % 8).to_string()),
+                label("modelName", "NVIDIA H100 80GB HBM3".into()),
+            ];
+            let samples = (0..SCRAPES)
+                .map(|scrape| {
+                    let at = n * SCRAPES + scrape;
+                    Sample {
+                        value: ((at * 7 + gpu * 13 + field_index * 29) % 100) as f64,
+                        timestamp: from_ms + at as i64 * 15_000,
+                    }
+                })
+                .collect();
+            request.timeseries.push(TimeSeries { labels, samples });
+        }
+    }
+    snap::raw::Encoder::new()
+        .compress_vec(&request.encode_to_vec())
+        .unwrap()
+        .into()
 }
 
 /// Runs `clients` loops, each sending `request(n)` (n counts every request sent by all clients)
@@ -190,6 +290,14 @@ impl Report {
         self.latencies[rank.clamp(1, self.latencies.len()) - 1]
     }
 
+    /// Samples landed per second, at `per_request` samples per accepted request.
+    fn print_samples(&self, per_request: usize) {
+        println!(
+            "  = {:.0} samples/s",
+            (self.latencies.len() * per_request) as f64 / self.elapsed.as_secs_f64()
+        );
+    }
+
     fn print(&self, name: &str, what: &str) {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         println!(
@@ -212,11 +320,12 @@ struct Server {
 }
 
 impl Server {
-    fn start(data: &std::path::Path) -> Self {
+    fn start(data: &std::path::Path, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_gpuledger"))
             .arg("--data")
             .arg(data)
             .args(["serve", "--listen", "127.0.0.1:0", "--pg-listen", "off"])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -255,6 +255,16 @@ pub struct ServeArgs {
     /// again byte for byte by the same token is taken as a retry of the first, e.g. 10m.
     #[arg(long, env = "GPULEDGER_INGEST_RETRY_WINDOW", default_value = "10m")]
     pub ingest_retry_window: humantime::Duration,
+    /// Group commit: telemetry requests (dcgm text, remote-write) of at most this many samples
+    /// that arrive at the same time share Parquet files and one catalog transaction, each still
+    /// its own batch, answered once the group is committed; a group holds at most this many
+    /// rows. 0: every request is committed alone.
+    #[arg(long, env = "GPULEDGER_INGEST_GROUP_ROWS", default_value_t = 262_144)]
+    pub ingest_group_rows: usize,
+    /// How long a group commit waits for more requests after its first, e.g. 5ms: larger
+    /// groups, later answers. 0s: a group is what arrived while the one before was committed.
+    #[arg(long, env = "GPULEDGER_INGEST_GROUP_WAIT", default_value = "0s")]
+    pub ingest_group_wait: humantime::Duration,
     /// How long a client may take to send a request's headers before the connection is closed.
     #[arg(long, env = "GPULEDGER_HEADER_TIMEOUT", default_value = "10s")]
     pub header_timeout: humantime::Duration,

@@ -36,6 +36,7 @@ use tokio::sync::mpsc;
 use crate::error::IngestError;
 use crate::record::{ParseContext, Sink, strict_stop};
 use crate::{dcgm, events, focus, remote_write, tokens};
+use group_commit::Member;
 
 /// The kinds of input: the file formats, and Prometheus remote-write (HTTP only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -306,6 +307,9 @@ pub struct IngestOptions {
     /// The team of a team-scoped sender: every row it lands must carry that `team` (scheduler
     /// events, gateway requests), or nothing lands.
     pub only_team: Option<String>,
+    /// Commit a small telemetry input with others arriving at the same time (`serve`); `None`:
+    /// the input is its own batch, files and transaction, as `gpuledger ingest` lands a file.
+    pub group: Option<GroupCommit>,
 }
 
 /// A bound on an input, with the flag that sets it (for the error message).
@@ -360,6 +364,7 @@ impl IngestOptions {
             retry_window: DEFAULT_RETRY_WINDOW,
             limits: InputLimits::default(),
             only_team: None,
+            group: None,
         }
     }
 }
@@ -400,6 +405,9 @@ pub struct IngestReport {
     /// nulls there.
     pub missing_columns: Vec<&'static str>,
     pub files_written: usize,
+    /// Inputs committed in the same catalog transaction as this one, itself included (group
+    /// commit); 1 for an input committed alone, 0 when nothing was committed (a repeat).
+    pub group_inputs: usize,
     /// The first rejected records (at most `InputLimits::max_rejections_kept`), as kept in the
     /// quarantine.
     pub rejections: Vec<Rejection>,
@@ -483,6 +491,8 @@ pub async fn ingest(
     let mut known: HashMap<Table, KnownIds> = HashMap::new();
     let mut duplicates_skipped = 0;
     let mut write_error = None;
+    // The rows of an input committed with others, until it proves too large for a group.
+    let mut held: Option<Vec<(Table, RecordBatch)>> = options.group.as_ref().map(|_| vec![]);
     while let Some((table, batch)) = receiver.recv().await {
         let result = async {
             if let Some(team) = &options.only_team {
@@ -499,6 +509,17 @@ pub async fn ingest(
                 }
                 None => batch,
             };
+            if let (Some(group), Some(held_rows)) = (&options.group, &mut held) {
+                let rows = held_rows.iter().map(|(_, b)| b.num_rows()).sum::<usize>();
+                if GroupCommit::takes(table) && rows + batch.num_rows() <= group.max_rows() {
+                    held_rows.push((table, batch));
+                    return Ok(());
+                }
+                // Too large or of a table that cannot share files: its own files, as a file lands.
+                for (table, batch) in held.take().into_iter().flatten() {
+                    files.extend(writer.write(table, &batch).await?);
+                }
+            }
             files.extend(writer.write(table, &batch).await?);
             Ok::<_, IngestError>(())
         }
@@ -554,23 +575,38 @@ pub async fn ingest(
         records_read,
         started_at: started_at.timestamp_micros(),
     };
-    let outcome = match lake
-        .catalog()
-        .commit_batch_recognising(&new_batch, &files, &rejections, &commit_options)
-        .await
-    {
-        Ok(outcome) => outcome,
-        Err(error) => {
-            gpuledger_lake::retirement::discard(lake, &files).await;
-            return Err(error.into());
+    let (outcome, rows, files_written, group_inputs) = match (&options.group, held) {
+        (Some(group), Some(tables)) => {
+            let committed = group
+                .commit(Member {
+                    batch: new_batch,
+                    options: commit_options,
+                    tables,
+                    rejections: rejections.clone(),
+                    records_rejected,
+                })
+                .await?;
+            let rows: HashMap<Table, u64> = committed.rows.into_iter().collect();
+            (
+                committed.outcome,
+                rows,
+                committed.files_written,
+                committed.group_inputs,
+            )
+        }
+        _ => {
+            let outcome = lake
+                .catalog()
+                .commit_batch_recognising(&new_batch, &files, &rejections, &commit_options)
+                .await;
+            let (outcome, rows, files_written) =
+                commit_own_files(lake, outcome, &mut files).await?;
+            let alone = usize::from(!matches!(outcome, CommitOutcome::Duplicate(_)));
+            (outcome, rows, files_written, alone)
         }
     };
-    let mut rows: HashMap<Table, u64> = HashMap::new();
     let outcome = match outcome {
         CommitOutcome::Committed { rows_replaced, .. } => {
-            for file in &files {
-                *rows.entry(file.path.table).or_default() += file.rows;
-            }
             duplicates_skipped += repeated_in_input;
             Outcome::Landed { rows_replaced }
         }
@@ -581,33 +617,15 @@ pub async fn ingest(
             batch,
             rows_restored,
             rows_replaced,
-            adopted,
-        } => {
-            // The restored rows are in this input's own copies, listed under the earlier batch.
-            files.retain(|f| !adopted.contains(&f.path.to_path().to_string()));
-            Outcome::Reactivated {
-                batch_id: batch.batch_id,
-                rows_restored,
-                rows_replaced,
-            }
-        }
+            ..
+        } => Outcome::Reactivated {
+            batch_id: batch.batch_id,
+            rows_restored,
+            rows_replaced,
+        },
     };
     if !matches!(outcome, Outcome::Landed { .. }) {
-        // The earlier batch's files hold these rows: this input's copies are not needed.
-        gpuledger_lake::retirement::discard(lake, &files).await;
-        files.clear();
         duplicates_skipped = 0;
-    }
-    if matches!(
-        outcome,
-        Outcome::Landed { rows_replaced } if rows_replaced > 0
-    ) || matches!(outcome, Outcome::Reactivated { .. })
-    {
-        // Restated files leave `tables/` before this input's files (or the copies a
-        // re-delivery adopted) enter it; their grace period is the vacuum's to judge.
-        gpuledger_lake::retirement::settle_after_commit(lake).await;
-    } else {
-        gpuledger_lake::retirement::place(lake, &files).await;
     }
     let mut rows: Vec<_> = rows.into_iter().collect();
     rows.sort();
@@ -626,10 +644,56 @@ pub async fn ingest(
         duplicates_skipped,
         ignored_series,
         missing_columns,
-        files_written: files.len(),
+        files_written,
+        group_inputs,
         rejections,
         records_rejected,
     })
+}
+
+/// After the commit of an input's own files: the rows it landed per table and its files in
+/// place, or, when it landed nothing new, its uploads removed (a re-delivery keeps the copies
+/// that now hold its restored rows).
+async fn commit_own_files(
+    lake: &Lake,
+    outcome: Result<CommitOutcome, gpuledger_lake::LakeError>,
+    files: &mut Vec<WrittenFile>,
+) -> Result<(CommitOutcome, HashMap<Table, u64>, usize), IngestError> {
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            gpuledger_lake::retirement::discard(lake, files).await;
+            return Err(error.into());
+        }
+    };
+    let mut rows: HashMap<Table, u64> = HashMap::new();
+    match &outcome {
+        CommitOutcome::Committed { .. } => {
+            for file in files.iter() {
+                *rows.entry(file.path.table).or_default() += file.rows;
+            }
+        }
+        CommitOutcome::Duplicate(_) => {}
+        CommitOutcome::Reactivated { adopted, .. } => {
+            // The restored rows are in this input's own copies, listed under the earlier batch.
+            files.retain(|f| !adopted.contains(&f.path.to_path().to_string()));
+        }
+    }
+    let restated = matches!(outcome, CommitOutcome::Committed { rows_replaced, .. } if rows_replaced > 0)
+        || matches!(outcome, CommitOutcome::Reactivated { .. });
+    if !matches!(outcome, CommitOutcome::Committed { .. }) {
+        // The earlier batch's files hold these rows: this input's copies are not needed.
+        gpuledger_lake::retirement::discard(lake, files).await;
+        files.clear();
+    }
+    if restated {
+        // Restated files leave `tables/` before this input's files (or the copies a
+        // re-delivery adopted) enter it; their grace period is the vacuum's to judge.
+        gpuledger_lake::retirement::settle_after_commit(lake).await;
+    } else {
+        gpuledger_lake::retirement::place(lake, files).await;
+    }
+    Ok((outcome, rows, files.len()))
 }
 
 /// How a delivery is known again: the hash it is stored under and the other identities it
@@ -1056,6 +1120,9 @@ impl KnownIds {
         Ok(())
     }
 }
+
+mod group_commit;
+pub use group_commit::{GroupCommit, GroupLimits};
 
 #[cfg(test)]
 mod tests;

@@ -93,6 +93,9 @@ pub struct BatchRecord {
     pub records_rejected: i64,
     pub rows_replaced: i64,
     pub committed_at: i64,
+    /// Committed in one transaction with other batches (group commit): the batch whose files
+    /// hold the group's rows, this one's included. `None`: committed alone, in its own files.
+    pub committed_with: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -115,6 +118,27 @@ pub enum CommitOutcome {
         /// earlier batch): keep these objects, remove the others.
         adopted: Vec<String>,
     },
+}
+
+/// A new batch committed with others in one transaction ([`Catalog::commit_group`]).
+#[derive(Debug, Clone, Copy)]
+pub struct GroupMember<'a> {
+    pub batch: &'a NewBatch,
+    /// Its rows in the group's files.
+    pub rows_landed: u64,
+    /// The rejections kept in the quarantine, and how many it rejected in all.
+    pub rejections: &'a [Rejection],
+    pub records_rejected: u64,
+    /// Its other identities, to recognise it when another writer committed it first.
+    pub options: &'a CommitOptions,
+}
+
+/// How [`Catalog::commit_group`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupCommitOutcome {
+    Committed,
+    /// Another writer committed one of the members first: nothing of the group was committed.
+    Raced,
 }
 
 /// A file the catalog lists for scans.
@@ -344,7 +368,7 @@ impl Catalog {
             // `content_hash` is this delivery's retry hash: the content is its first 65 characters.
             let content = &content_hash[..content_hash.len().saturating_sub(20)];
             let row = sqlx::query(
-                "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at
+                "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at, committed_with
                  FROM ingest_batches
                  WHERE source = $1 AND content_hash >= $2 AND content_hash <= $3
                  ORDER BY committed_at LIMIT 1",
@@ -374,7 +398,7 @@ impl Catalog {
         idempotency_key: Option<&str>,
     ) -> Result<Option<BatchRecord>> {
         let row = sqlx::query(
-            "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at
+            "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at, committed_with
              FROM ingest_batches
              WHERE (source = $1 AND content_hash = $2) OR (idempotency_key IS NOT NULL AND idempotency_key = $3)
              ORDER BY committed_at LIMIT 1",
@@ -442,62 +466,101 @@ impl Catalog {
                 retire_scope(&mut tx, table.name(), scope, &batch.batch_id, now).await?;
         }
 
-        let inserted = sqlx::query(
-            "INSERT INTO ingest_batches (batch_id, source, origin, content_hash, idempotency_key, records_read,
-                 rows_landed, records_rejected, rows_replaced, started_at, committed_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        let records_rejected = commit_options
+            .records_rejected
+            .unwrap_or(rejections.len() as u64)
+            .max(rejections.len() as u64);
+        let inserted = insert_batch(
+            &mut tx,
+            batch,
+            BatchCounts {
+                rows_landed,
+                records_rejected,
+                rows_replaced: rows_replaced as u64,
+            },
+            None,
+            now,
         )
-        .bind(&batch.batch_id)
-        .bind(&batch.source)
-        .bind(&batch.origin)
-        .bind(&batch.content_hash)
-        .bind(batch.idempotency_key.as_deref())
-        .bind(batch.records_read as i64)
-        .bind(rows_landed as i64)
-        .bind(
-            commit_options
-                .records_rejected
-                .unwrap_or(rejections.len() as u64)
-                .max(rejections.len() as u64) as i64,
-        )
-        .bind(rows_replaced)
-        .bind(batch.started_at)
-        .bind(now)
-        .execute(&mut *tx)
         .await;
         if let Err(error) = inserted {
             // A concurrent commit of the same input won the unique index: report it as the duplicate.
             tx.rollback().await?;
             return match self.earlier_delivery(batch, commit_options).await? {
                 Some(existing) => self.redeliver(existing, batch, files).await,
-                None => Err(error.into()),
+                None => Err(error),
             };
         }
 
         for file in files {
             insert_file(&mut tx, file, &batch.batch_id, now, now).await?;
         }
-        for rejection in rejections {
-            sqlx::query(
-                "INSERT INTO quarantine (batch_id, source, origin, line, field, reason, raw, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            )
-            .bind(&batch.batch_id)
-            .bind(&batch.source)
-            .bind(&batch.origin)
-            .bind(rejection.line as i64)
-            .bind(&rejection.field)
-            .bind(&rejection.reason)
-            .bind(&rejection.raw)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
+        insert_rejections(&mut tx, batch, rejections, now).await?;
         tx.commit().await?;
         Ok(CommitOutcome::Committed {
             rows_landed,
             rows_replaced: rows_replaced as u64,
         })
+    }
+
+    /// What committing `batch` would be if it is an input committed before (by any of its
+    /// identities): the outcome it gets without files of its own, nothing written. `None`: a new
+    /// input. Group commit asks this before it writes a group's files, so that a repeated input
+    /// adds no rows to them.
+    pub async fn recognise(
+        &self,
+        batch: &NewBatch,
+        commit_options: &CommitOptions,
+    ) -> Result<Option<CommitOutcome>> {
+        match self.earlier_delivery(batch, commit_options).await? {
+            Some(existing) => Ok(Some(self.redeliver(existing, batch, &[]).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Makes several new batches visible in one transaction (group commit): each its own batch
+    /// row, rows landed and quarantine; the group's `files` (which hold all their rows, and have
+    /// no restatement scope) listed under the first. All or nothing. `Raced` when a member turned
+    /// out to be committed meanwhile by another writer (its unique identity was taken): nothing
+    /// was committed, and the caller asks [`Catalog::recognise`] again.
+    pub async fn commit_group(
+        &self,
+        members: &[GroupMember<'_>],
+        files: &[WrittenFile],
+    ) -> Result<GroupCommitOutcome> {
+        let Some(lead) = members.first() else {
+            return Ok(GroupCommitOutcome::Committed);
+        };
+        if let Some(scoped) = files.iter().find(|f| f.scope.is_some()) {
+            return Err(LakeError::Invalid(format!(
+                "{}: a file with a restatement scope cannot be committed for a group",
+                scoped.path.to_path()
+            )));
+        }
+        let committed_with = (members.len() > 1).then_some(lead.batch.batch_id.as_str());
+        let now = now_micros();
+        let mut tx = self.pool.begin().await?;
+        for member in members {
+            let counts = BatchCounts {
+                rows_landed: member.rows_landed,
+                records_rejected: member.records_rejected.max(member.rejections.len() as u64),
+                rows_replaced: 0,
+            };
+            if let Err(error) =
+                insert_batch(&mut tx, member.batch, counts, committed_with, now).await
+            {
+                tx.rollback().await?;
+                return match self.earlier_delivery(member.batch, member.options).await? {
+                    Some(_) => Ok(GroupCommitOutcome::Raced),
+                    None => Err(error),
+                };
+            }
+            insert_rejections(&mut tx, member.batch, member.rejections, now).await?;
+        }
+        for file in files {
+            insert_file(&mut tx, file, &lead.batch.batch_id, now, now).await?;
+        }
+        tx.commit().await?;
+        Ok(GroupCommitOutcome::Committed)
     }
 
     /// `batch` is the same input as `existing`. A retry under the same idempotency key, or an
@@ -680,7 +743,7 @@ impl Catalog {
 
     pub async fn batches(&self) -> Result<Vec<BatchRecord>> {
         let rows = sqlx::query(
-            "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at
+            "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at, committed_with
              FROM ingest_batches ORDER BY committed_at, batch_id",
         )
         .fetch_all(&self.pool)
@@ -831,6 +894,7 @@ fn batch_from_row(r: &sqlx::any::AnyRow) -> BatchRecord {
         records_rejected: r.get("records_rejected"),
         rows_replaced: r.get("rows_replaced"),
         committed_at: r.get("committed_at"),
+        committed_with: r.get("committed_with"),
     }
 }
 
@@ -852,6 +916,67 @@ fn file_from_row(r: &sqlx::any::AnyRow) -> Result<FileEntry> {
 
 /// Lists a written file in the manifest, active from `activated_at`. Its object is under
 /// `_staging/` (`moved_at` set: not under `tables/`) until `retirement::place` moves it.
+/// The counts a batch row records.
+struct BatchCounts {
+    rows_landed: u64,
+    records_rejected: u64,
+    rows_replaced: u64,
+}
+
+async fn insert_batch(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    batch: &NewBatch,
+    counts: BatchCounts,
+    committed_with: Option<&str>,
+    committed_at: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO ingest_batches (batch_id, source, origin, content_hash, idempotency_key, records_read,
+             rows_landed, records_rejected, rows_replaced, started_at, committed_at, committed_with)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+    )
+    .bind(&batch.batch_id)
+    .bind(&batch.source)
+    .bind(&batch.origin)
+    .bind(&batch.content_hash)
+    .bind(batch.idempotency_key.as_deref())
+    .bind(batch.records_read as i64)
+    .bind(counts.rows_landed as i64)
+    .bind(counts.records_rejected as i64)
+    .bind(counts.rows_replaced as i64)
+    .bind(batch.started_at)
+    .bind(committed_at)
+    .bind(committed_with)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn insert_rejections(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    batch: &NewBatch,
+    rejections: &[Rejection],
+    created_at: i64,
+) -> Result<()> {
+    for rejection in rejections {
+        sqlx::query(
+            "INSERT INTO quarantine (batch_id, source, origin, line, field, reason, raw, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(&batch.batch_id)
+        .bind(&batch.source)
+        .bind(&batch.origin)
+        .bind(rejection.line as i64)
+        .bind(&rejection.field)
+        .bind(&rejection.reason)
+        .bind(&rejection.raw)
+        .bind(created_at)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
 async fn insert_file(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     file: &WrittenFile,

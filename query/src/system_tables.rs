@@ -70,6 +70,9 @@ impl SystemTable {
                 int("records_rejected"),
                 int("rows_replaced"),
                 time("committed_at"),
+                // Committed with other inputs in one transaction (group commit): the batch whose
+                // files hold the group's rows. Null: committed alone, in its own files.
+                text("committed_with"),
             ],
             SystemTable::Quarantine => vec![
                 text("batch_id"),
@@ -141,6 +144,7 @@ impl SystemTable {
                     int(b.iter().map(|b| b.records_rejected)),
                     int(b.iter().map(|b| b.rows_replaced)),
                     time(b.iter().map(|b| b.committed_at)),
+                    opt_text(b.iter().map(|b| b.committed_with.as_deref())),
                 ]
             }
             SystemTable::Quarantine => {

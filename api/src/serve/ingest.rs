@@ -352,6 +352,7 @@ async fn run(
     options.idempotency_key = key.clone();
     options.limits = state.ingest_limits;
     options.retry_window = state.ingest_retry_window;
+    options.group = state.group_commit.clone();
     let cut_off = Arc::new(AtomicBool::new(false));
     let stalled = Arc::new(AtomicBool::new(false));
     let input = Input::Reader {

@@ -37,6 +37,9 @@ pub struct Metrics {
     pub records_rejected: Family<SourceLabel, Counter>,
     pub scrapes: Family<ScrapeLabel, Counter>,
     pub query_seconds: Family<OutcomeLabel, Histogram>,
+    /// Per committed ingest input: how many inputs its catalog transaction committed (group
+    /// commit; 1 when it was committed alone).
+    pub ingest_group_inputs: Histogram,
     pub report_runs: Family<OutcomeLabel, Counter>,
     pub budget_alerts: Counter,
     /// Seconds the newest ledger build is behind the newest input (0: current).
@@ -89,6 +92,12 @@ impl Metrics {
             "SQL query latency (HTTP and Postgres wire), by outcome",
             query_seconds.clone(),
         );
+        let ingest_group_inputs = Histogram::new(exponential_buckets(1.0, 2.0, 12));
+        registry.register(
+            "ingest_group_inputs",
+            "Per committed ingest input, the inputs committed in the same catalog transaction (group commit)",
+            ingest_group_inputs.clone(),
+        );
         let report_runs = Family::<OutcomeLabel, Counter>::default();
         registry.register(
             "report_runs",
@@ -131,6 +140,7 @@ impl Metrics {
             records_rejected,
             scrapes,
             query_seconds,
+            ingest_group_inputs,
             report_runs,
             budget_alerts,
             ledger_lag_seconds,
@@ -196,6 +206,9 @@ impl Metrics {
         self.records_rejected
             .get_or_create(&source)
             .inc_by(report.records_rejected);
+        if report.group_inputs > 0 {
+            self.ingest_group_inputs.observe(report.group_inputs as f64);
+        }
     }
 
     pub fn observe_query(&self, seconds: f64, ok: bool) {

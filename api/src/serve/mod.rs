@@ -45,7 +45,7 @@ use axum::extract::{MatchedPath, Request};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use datafusion::prelude::SessionContext;
-use gpuledger_ingest::pipeline::{InputLimits, Limit};
+use gpuledger_ingest::pipeline::{GroupCommit, GroupLimits, InputLimits, Limit};
 use gpuledger_lake::Lake;
 use gpuledger_query::user_query::{QueryLimits, QueryResult};
 use gpuledger_query::{QueryError, Scope, SessionOptions, new_session_with};
@@ -78,6 +78,8 @@ pub struct AppState {
     pub ingest_retry_window: std::time::Duration,
     /// How long an ingest body may pause between two chunks.
     pub body_timeout: std::time::Duration,
+    /// The committer small telemetry requests share (`--ingest-group-rows`); `None` when off.
+    pub group_commit: Option<GroupCommit>,
     shutting_down: Arc<AtomicBool>,
 }
 
@@ -91,9 +93,10 @@ pub struct SqlSettings {
 }
 
 impl AppState {
+    /// Starts the group committer: call it inside the runtime.
     pub fn new(lake: Lake, args: &ServeArgs) -> Self {
         Self {
-            lake,
+            lake: lake.clone(),
             metrics: Metrics::new(),
             sql: Arc::new(SqlSettings {
                 limits: QueryLimits {
@@ -118,6 +121,13 @@ impl AppState {
             },
             ingest_retry_window: args.ingest_retry_window.into(),
             body_timeout: args.body_timeout.into(),
+            group_commit: (args.ingest_group_rows > 0).then(|| {
+                let limits = GroupLimits {
+                    max_rows: args.ingest_group_rows,
+                    wait: args.ingest_group_wait.into(),
+                };
+                GroupCommit::start(lake.clone(), limits)
+            }),
             shutting_down: Arc::new(AtomicBool::new(false)),
         }
     }

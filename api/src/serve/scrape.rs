@@ -145,6 +145,7 @@ async fn scrape(
     };
     let mut options = IngestOptions::new(Source::Dcgm, context);
     options.limits = state.ingest_limits;
+    options.group = state.group_commit.clone();
     ingest(&state.lake, input, options)
         .await
         .map_err(|error| error.to_string())

@@ -226,20 +226,12 @@ impl Catalog {
         let now = now_micros();
         let activated_at = sources.iter().map(|s| s.activated_at).min().unwrap_or(now);
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO ingest_batches (batch_id, source, origin, content_hash, idempotency_key, records_read,
-                 rows_landed, records_rejected, rows_replaced, started_at, committed_at)
-             VALUES ($1, $2, $3, $4, NULL, $5, 0, 0, 0, $6, $7)",
-        )
-        .bind(&compaction.batch_id)
-        .bind(&compaction.source)
-        .bind(&compaction.origin)
-        .bind(&compaction.content_hash)
-        .bind(compaction.records_read as i64)
-        .bind(compaction.started_at)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        let no_rows = super::BatchCounts {
+            rows_landed: 0,
+            records_rejected: 0,
+            rows_replaced: 0,
+        };
+        super::insert_batch(&mut tx, compaction, no_rows, None, now).await?;
         let mut retired = 0;
         for chunk in sources.chunks(PATHS_PER_STATEMENT) {
             let list = (0..chunk.len())

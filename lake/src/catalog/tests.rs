@@ -518,3 +518,144 @@ async fn authentication_does_not_wait_for_the_writers() {
     })
     .await;
 }
+
+fn group_member<'a>(
+    batch: &'a NewBatch,
+    rows_landed: u64,
+    rejections: &'a [Rejection],
+    options: &'a CommitOptions,
+) -> GroupMember<'a> {
+    GroupMember {
+        batch,
+        rows_landed,
+        rejections,
+        records_rejected: rejections.len() as u64,
+        options,
+    }
+}
+
+#[tokio::test]
+async fn a_group_commits_each_batch_with_shared_files_or_nothing() {
+    each_catalog(async |catalog| {
+        let (b1, b2, b3) = (
+            batch("g1", "h-g1", None),
+            batch("g2", "h-g2", Some("key-g2")),
+            batch("g3", "h-g3", None),
+        );
+        let files = [file(Table::GpuSamples, "g1", 1, None, 7, (0, 10))];
+        let options = CommitOptions::default();
+        let rejected = [Rejection::new(4, "gpu", "not a GPU index", "x")];
+        let rejected = rejected.as_slice();
+        let member =
+            |batch, rows_landed, rejections| group_member(batch, rows_landed, rejections, &options);
+
+        // Another writer commits g3's input first: the group that holds it commits nothing.
+        catalog
+            .commit_batch(&batch("cli", "h-g3", None), &[], &[])
+            .await
+            .unwrap();
+        let raced = [
+            member(&b1, 3, &[]),
+            member(&b2, 4, rejected),
+            member(&b3, 0, &[]),
+        ];
+        assert_eq!(
+            catalog.commit_group(&raced, &files).await.unwrap(),
+            GroupCommitOutcome::Raced
+        );
+        let ids = |batches: Vec<BatchRecord>| -> Vec<String> {
+            batches.into_iter().map(|b| b.batch_id).collect()
+        };
+        assert_eq!(ids(catalog.batches().await.unwrap()), ["cli"]);
+        assert!(catalog.all_files().await.unwrap().is_empty());
+        assert!(catalog.quarantine().await.unwrap().is_empty());
+        // …and recognise says what g3 is, without writing anything.
+        let CommitOutcome::Duplicate(earlier) =
+            catalog.recognise(&b3, &options).await.unwrap().unwrap()
+        else {
+            panic!("g3 is a repeat")
+        };
+        assert_eq!(earlier.batch_id, "cli");
+        assert_eq!(catalog.recognise(&b1, &options).await.unwrap(), None);
+
+        // Without g3: both batches, their own counts and quarantine, the files under the first.
+        let group = [member(&b1, 3, &[]), member(&b2, 4, rejected)];
+        assert_eq!(
+            catalog.commit_group(&group, &files).await.unwrap(),
+            GroupCommitOutcome::Committed
+        );
+        let batches = catalog.batches().await.unwrap();
+        let committed: Vec<_> = batches
+            .iter()
+            .filter(|b| b.batch_id != "cli")
+            .map(|b| {
+                (
+                    b.batch_id.as_str(),
+                    b.rows_landed,
+                    b.records_rejected,
+                    b.committed_with.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            committed,
+            [("g1", 3, 0, Some("g1")), ("g2", 4, 1, Some("g1"))]
+        );
+        let listed = catalog.all_files().await.unwrap();
+        assert_eq!(
+            listed
+                .iter()
+                .map(|f| (f.batch_id.as_str(), f.rows))
+                .collect::<Vec<_>>(),
+            [("g1", 7)]
+        );
+        let quarantine = catalog.quarantine().await.unwrap();
+        assert_eq!(
+            quarantine
+                .iter()
+                .map(|q| (q.batch_id.as_str(), q.rejection.line))
+                .collect::<Vec<_>>(),
+            [("g2", 4)]
+        );
+        // The key of a grouped batch is known like any other.
+        assert_eq!(
+            catalog
+                .find_batch_recognising("focus", "other", Some("key-g2"), &options)
+                .await
+                .unwrap()
+                .map(|b| b.batch_id),
+            Some("g2".to_string())
+        );
+
+        // A group of one is a batch committed alone; a scoped file is never shared.
+        let alone = batch("g4", "h-g4", None);
+        catalog
+            .commit_group(&[member(&alone, 0, &[])], &[])
+            .await
+            .unwrap();
+        assert_eq!(
+            catalog
+                .batches()
+                .await
+                .unwrap()
+                .last()
+                .unwrap()
+                .committed_with,
+            None
+        );
+        let scoped = [file(
+            Table::BillingLines,
+            "g5",
+            1,
+            Some("acct|2024-09"),
+            1,
+            (0, 1),
+        )];
+        let error = catalog
+            .commit_group(&[member(&batch("g5", "h-g5", None), 1, &[])], &scoped)
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("restatement scope"), "{error}");
+    })
+    .await;
+}
