@@ -94,7 +94,7 @@ fn scrapes_sent_together_share_files_and_a_commit_and_land_as_one_at_a_time() {
     for (grouped, alone) in one_backend_pair() {
         let backend = grouped.backend;
         let (token_g, token_a) = (grouped.token("admin", None), alone.token("admin", None));
-        let server_g = grouped.serve(&["--ingest-group-wait", "300ms"]);
+        let server_g = grouped.serve(&["--ingest-group-wait", "1s"]);
         let server_a = alone.serve(&["--ingest-group-rows", "0"]);
 
         let requests: Vec<_> = bodies.iter().map(|b| plain(path, b.clone())).collect();
@@ -180,7 +180,7 @@ fn repeats_inside_one_group_land_once() {
         let backend = ledger.backend;
         let token = ledger.token("ingest", None);
         let reader = ledger.token("read", None);
-        let server = ledger.serve(&["--ingest-group-wait", "300ms"]);
+        let server = ledger.serve(&["--ingest-group-wait", "1s"]);
         let mut requests = Vec::new();
         requests.extend((0..6).map(|_| plain(path, timestamped.clone())));
         requests.extend((0..4).map(|_| plain(path, untimestamped.clone())));
@@ -229,12 +229,15 @@ fn repeats_inside_one_group_land_once() {
             ],
             "[{backend}]"
         );
+        // The three that landed were one group (the repeats waited for the next one, which
+        // recognised them): one transaction, one file.
         assert_eq!(
             server.rows(
                 &reader,
-                "select count(*) as n from system.ingest_batches where source = 'dcgm'"
+                "select count(*) as n, count(distinct committed_with) as groups, \
+                        count(committed_with) as grouped from system.ingest_batches where source = 'dcgm'"
             ),
-            [json!({"n": 3})],
+            [json!({"n": 3, "groups": 1, "grouped": 3})],
             "[{backend}]"
         );
     }
@@ -253,7 +256,7 @@ fn a_request_too_large_for_a_group_and_one_with_bad_lines_keep_their_own_account
         let token = ledger.token("ingest", None);
         let reader = ledger.token("read", None);
         // Groups of at most 4 rows: two 2-GPU scrapes fill one; a 6-GPU scrape is alone.
-        let server = ledger.serve(&["--ingest-group-rows", "4", "--ingest-group-wait", "300ms"]);
+        let server = ledger.serve(&["--ingest-group-rows", "4", "--ingest-group-wait", "1s"]);
         let mut requests: Vec<_> = (0..6)
             .map(|i| plain(path, scrape(&format!("s{i}"), i, 0, 2)))
             .collect();
@@ -313,6 +316,8 @@ fn a_request_too_large_for_a_group_and_one_with_bad_lines_keep_their_own_account
                 "[{backend}] {groups:?}"
             );
         }
+        // …and groups did form: 20 rows in fewer commits than the 8 requests.
+        assert!(groups.len() < 8, "[{backend}] {groups:?}");
         // The big request's own file; the quarantine under the bad request's batch.
         assert_eq!(
             server.rows(

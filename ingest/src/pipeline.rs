@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 use crate::error::IngestError;
 use crate::record::{ParseContext, Sink, strict_stop};
 use crate::{dcgm, events, focus, remote_write, tokens};
-use group_commit::Member;
+use group_commit::{Held, Member};
 
 /// The kinds of input: the file formats, and Prometheus remote-write (HTTP only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -492,7 +492,7 @@ pub async fn ingest(
     let mut duplicates_skipped = 0;
     let mut write_error = None;
     // The rows of an input committed with others, until it proves too large for a group.
-    let mut held: Option<Vec<(Table, RecordBatch)>> = options.group.as_ref().map(|_| vec![]);
+    let mut held: Option<Held> = options.group.as_ref().map(GroupCommit::hold);
     while let Some((table, batch)) = receiver.recv().await {
         let result = async {
             if let Some(team) = &options.only_team {
@@ -509,16 +509,18 @@ pub async fn ingest(
                 }
                 None => batch,
             };
-            if let (Some(group), Some(held_rows)) = (&options.group, &mut held) {
-                let rows = held_rows.iter().map(|(_, b)| b.num_rows()).sum::<usize>();
-                if GroupCommit::takes(table) && rows + batch.num_rows() <= group.max_rows() {
-                    held_rows.push((table, batch));
-                    return Ok(());
-                }
-                // Too large or of a table that cannot share files: its own files, as a file lands.
-                for (table, batch) in held.take().into_iter().flatten() {
-                    files.extend(writer.write(table, &batch).await?);
-                }
+            let batch = match &mut held {
+                Some(holding) => match holding.try_add(table, batch) {
+                    Ok(()) => return Ok(()),
+                    Err(batch) => batch,
+                },
+                None => batch,
+            };
+            // Not held (too large, of a table that cannot share files, or over the rows all
+            // inputs may hold): from here on its own files, written as they stream, as a file
+            // lands; what it held first.
+            for (table, batch) in held.take().map(Held::into_batches).into_iter().flatten() {
+                files.extend(writer.write(table, &batch).await?);
             }
             files.extend(writer.write(table, &batch).await?);
             Ok::<_, IngestError>(())
@@ -576,12 +578,12 @@ pub async fn ingest(
         started_at: started_at.timestamp_micros(),
     };
     let (outcome, rows, files_written, group_inputs) = match (&options.group, held) {
-        (Some(group), Some(tables)) => {
+        (Some(group), Some(held)) => {
             let committed = group
                 .commit(Member {
                     batch: new_batch,
                     options: commit_options,
-                    tables,
+                    held,
                     rejections: rejections.clone(),
                     records_rejected,
                 })

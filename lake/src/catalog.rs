@@ -31,17 +31,26 @@ pub struct Rejection {
 }
 
 impl Rejection {
+    /// A NUL in any of its texts is kept as `␀` (U+2400): PostgreSQL's text cannot hold NUL, and
+    /// a record that has one is exactly what a quarantine must be able to show.
     pub fn new(line: u64, field: impl Into<String>, reason: impl Into<String>, raw: &str) -> Self {
         const MAX_RAW: usize = 4096;
         let mut end = raw.len().min(MAX_RAW);
         while !raw.is_char_boundary(end) {
             end -= 1;
         }
+        let shown = |text: String| {
+            if text.contains('\0') {
+                text.replace('\0', "\u{2400}")
+            } else {
+                text
+            }
+        };
         Self {
             line,
-            field: field.into(),
-            reason: reason.into(),
-            raw: raw[..end].to_string(),
+            field: shown(field.into()),
+            reason: shown(reason.into()),
+            raw: shown(raw[..end].to_string()),
         }
     }
 }
@@ -80,6 +89,12 @@ pub struct CommitOptions {
 /// index in any collation.
 pub fn retry_hash(content_hash: &str, started_at: i64) -> String {
     format!("r{content_hash}{:020}", started_at.max(0))
+}
+
+/// What a [`retry_hash`] says of the content, without when it started: the same for every
+/// retry of one content.
+pub fn retry_content(retry_hash: &str) -> &str {
+    &retry_hash[..retry_hash.len().saturating_sub(20)]
 }
 
 /// A committed batch.
@@ -364,51 +379,68 @@ impl Catalog {
         idempotency_key: Option<&str>,
         commit_options: &CommitOptions,
     ) -> Result<Option<BatchRecord>> {
-        if let Some(since) = commit_options.retry_since {
-            // `content_hash` is this delivery's retry hash: the content is its first 65 characters.
-            let content = &content_hash[..content_hash.len().saturating_sub(20)];
-            let row = sqlx::query(
-                "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at, committed_with
-                 FROM ingest_batches
-                 WHERE source = $1 AND content_hash >= $2 AND content_hash <= $3
-                 ORDER BY committed_at LIMIT 1",
-            )
-            .bind(source)
-            .bind(format!("{content}{:020}", since.max(0)))
-            .bind(format!("{content}{}", "9".repeat(20)))
-            .fetch_optional(&self.pool)
-            .await?;
-            if let Some(row) = row {
-                return Ok(Some(batch_from_row(&row)));
-            }
-        }
-        for legacy in &commit_options.legacy_hashes {
-            if let Some(found) = self.find_batch_by_hash(source, legacy, None).await? {
-                return Ok(Some(found));
-            }
-        }
-        self.find_batch_by_hash(source, content_hash, idempotency_key)
-            .await
+        let mut connection = self.pool.acquire().await?;
+        find_recognising(
+            &mut connection,
+            source,
+            content_hash,
+            idempotency_key,
+            commit_options,
+        )
+        .await
     }
 
-    async fn find_batch_by_hash(
+    /// Whether another writer committed `batch`'s input since it was looked for, asked inside
+    /// the transaction that would commit it. The unique indexes stop a second copy of an exact
+    /// content hash or key at its insert; an arrival-stamped retry is known by a range of hashes
+    /// no index covers, so it is looked for again here, and on PostgreSQL after an advisory lock
+    /// on its content: two replicas committing retries of one scrape take turns, and the second
+    /// finds the first. (SQLite has one writer at a time.) Call [`Catalog::lock_retries`] first.
+    async fn committed_meanwhile(
         &self,
-        source: &str,
-        content_hash: &str,
-        idempotency_key: Option<&str>,
-    ) -> Result<Option<BatchRecord>> {
-        let row = sqlx::query(
-            "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at, committed_with
-             FROM ingest_batches
-             WHERE (source = $1 AND content_hash = $2) OR (idempotency_key IS NOT NULL AND idempotency_key = $3)
-             ORDER BY committed_at LIMIT 1",
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        batch: &NewBatch,
+        commit_options: &CommitOptions,
+    ) -> Result<bool> {
+        if commit_options.retry_since.is_none() {
+            return Ok(false);
+        }
+        let found = find_recognising(
+            tx,
+            &batch.source,
+            &batch.content_hash,
+            batch.idempotency_key.as_deref(),
+            commit_options,
         )
-        .bind(source)
-        .bind(content_hash)
-        .bind(idempotency_key)
-        .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| batch_from_row(&r)))
+        Ok(found.is_some())
+    }
+
+    /// On PostgreSQL, the advisory locks of the arrival-stamped retries among `batches`, in one
+    /// order (so that two transactions locking several never wait on each other), held until
+    /// the transaction ends.
+    async fn lock_retries(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        batches: &[(&NewBatch, &CommitOptions)],
+    ) -> Result<()> {
+        if self.backend != Backend::Postgres {
+            return Ok(());
+        }
+        let mut keys: Vec<i64> = batches
+            .iter()
+            .filter(|(_, options)| options.retry_since.is_some())
+            .map(|(batch, _)| retry_lock_key(retry_content(&batch.content_hash)))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for key in keys {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(key)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Makes a batch visible: its files, its quarantine, and the retirement of every active file
@@ -453,6 +485,21 @@ impl Catalog {
         let now = now_micros();
         let rows_landed: u64 = files.iter().map(|f| f.rows).sum();
         let mut tx = self.pool.begin().await?;
+        self.lock_retries(&mut tx, &[(batch, commit_options)])
+            .await?;
+        if self
+            .committed_meanwhile(&mut tx, batch, commit_options)
+            .await?
+        {
+            tx.rollback().await?;
+            return match self.earlier_delivery(batch, commit_options).await? {
+                Some(existing) => self.redeliver(existing, batch, files).await,
+                None => Err(LakeError::Invalid(format!(
+                    "batch {}: its input was committed meanwhile and then was not",
+                    batch.batch_id
+                ))),
+            };
+        }
 
         let mut rows_replaced: i64 = 0;
         let mut scopes: Vec<(Table, &str)> = files
@@ -528,7 +575,13 @@ impl Catalog {
         files: &[WrittenFile],
     ) -> Result<GroupCommitOutcome> {
         let Some(lead) = members.first() else {
-            return Ok(GroupCommitOutcome::Committed);
+            return match files {
+                [] => Ok(GroupCommitOutcome::Committed),
+                [file, ..] => Err(LakeError::Invalid(format!(
+                    "{}: a group without batches cannot list files",
+                    file.path.to_path()
+                ))),
+            };
         };
         if let Some(scoped) = files.iter().find(|f| f.scope.is_some()) {
             return Err(LakeError::Invalid(format!(
@@ -539,7 +592,16 @@ impl Catalog {
         let committed_with = (members.len() > 1).then_some(lead.batch.batch_id.as_str());
         let now = now_micros();
         let mut tx = self.pool.begin().await?;
+        let identities: Vec<_> = members.iter().map(|m| (m.batch, m.options)).collect();
+        self.lock_retries(&mut tx, &identities).await?;
         for member in members {
+            if self
+                .committed_meanwhile(&mut tx, member.batch, member.options)
+                .await?
+            {
+                tx.rollback().await?;
+                return Ok(GroupCommitOutcome::Raced);
+            }
             let counts = BatchCounts {
                 rows_landed: member.rows_landed,
                 records_rejected: member.records_rejected.max(member.rejections.len() as u64),
@@ -896,6 +958,69 @@ fn batch_from_row(r: &sqlx::any::AnyRow) -> BatchRecord {
         committed_at: r.get("committed_at"),
         committed_with: r.get("committed_with"),
     }
+}
+
+/// The committed batch that `content_hash` (or `idempotency_key`, or another identity of
+/// `commit_options`) names, read through `connection` (a transaction's, to see its own view).
+async fn find_recognising(
+    connection: &mut sqlx::AnyConnection,
+    source: &str,
+    content_hash: &str,
+    idempotency_key: Option<&str>,
+    commit_options: &CommitOptions,
+) -> Result<Option<BatchRecord>> {
+    if let Some(since) = commit_options.retry_since {
+        let content = retry_content(content_hash);
+        let row = sqlx::query(
+            "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at, committed_with
+             FROM ingest_batches
+             WHERE source = $1 AND content_hash >= $2 AND content_hash <= $3
+             ORDER BY committed_at LIMIT 1",
+        )
+        .bind(source)
+        .bind(format!("{content}{:020}", since.max(0)))
+        .bind(format!("{content}{}", "9".repeat(20)))
+        .fetch_optional(&mut *connection)
+        .await?;
+        if let Some(row) = row {
+            return Ok(Some(batch_from_row(&row)));
+        }
+    }
+    for legacy in &commit_options.legacy_hashes {
+        if let Some(found) = find_by_hash(connection, source, legacy, None).await? {
+            return Ok(Some(found));
+        }
+    }
+    find_by_hash(connection, source, content_hash, idempotency_key).await
+}
+
+async fn find_by_hash(
+    connection: &mut sqlx::AnyConnection,
+    source: &str,
+    content_hash: &str,
+    idempotency_key: Option<&str>,
+) -> Result<Option<BatchRecord>> {
+    let row = sqlx::query(
+        "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at, committed_with
+         FROM ingest_batches
+         WHERE (source = $1 AND content_hash = $2) OR (idempotency_key IS NOT NULL AND idempotency_key = $3)
+         ORDER BY committed_at LIMIT 1",
+    )
+    .bind(source)
+    .bind(content_hash)
+    .bind(idempotency_key)
+    .fetch_optional(connection)
+    .await?;
+    Ok(row.map(|r| batch_from_row(&r)))
+}
+
+/// The advisory lock of a retried content: the first 60 bits of its hash (`r` and hex digits).
+/// Two contents sharing a lock only take turns.
+fn retry_lock_key(content: &str) -> i64 {
+    content
+        .get(1..16)
+        .and_then(|hex| i64::from_str_radix(hex, 16).ok())
+        .unwrap_or(0)
 }
 
 fn file_from_row(r: &sqlx::any::AnyRow) -> Result<FileEntry> {

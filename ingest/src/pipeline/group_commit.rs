@@ -19,6 +19,7 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::record_batch::RecordBatch;
 use gpuledger_lake::catalog::{
@@ -38,11 +39,60 @@ const QUEUE: usize = 1024;
 /// Times a group is written again after losing a race to another writer.
 const ATTEMPTS: usize = 3;
 
+/// Rows all inputs may hold for groups at once, in groups' worth (`max_rows`): past it, an input
+/// writes its own files as it streams, so memory stays bounded however many requests arrive.
+const HELD_GROUPS: usize = 4;
+
 /// A handle on the committer: cheap to clone, one per service.
 #[derive(Debug, Clone)]
 pub struct GroupCommit {
     sender: mpsc::Sender<Waiting>,
     max_rows: usize,
+    /// Rows held by inputs for groups, now.
+    held: Arc<AtomicUsize>,
+}
+
+/// The rows one input holds for a group, counted in the service's total until dropped.
+#[derive(Debug)]
+pub(crate) struct Held {
+    batches: Vec<(Table, RecordBatch)>,
+    rows: usize,
+    max_rows: usize,
+    total: Arc<AtomicUsize>,
+}
+
+impl Held {
+    /// Holds `batch` if it can share a group's files and fits both this input's share and
+    /// the service's; gives it back otherwise.
+    pub(crate) fn try_add(&mut self, table: Table, batch: RecordBatch) -> Result<(), RecordBatch> {
+        let rows = batch.num_rows();
+        if !GroupCommit::takes(table) || self.rows + rows > self.max_rows {
+            return Err(batch);
+        }
+        let limit = self.max_rows.saturating_mul(HELD_GROUPS);
+        let reserved = self
+            .total
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |total| {
+                (total + rows <= limit).then_some(total + rows)
+            });
+        if reserved.is_err() {
+            return Err(batch);
+        }
+        self.rows += rows;
+        self.batches.push((table, batch));
+        Ok(())
+    }
+
+    /// The batches, no longer counted as held.
+    pub(crate) fn into_batches(mut self) -> Vec<(Table, RecordBatch)> {
+        std::mem::take(&mut self.batches)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.total.fetch_sub(self.rows, Ordering::AcqRel);
+    }
 }
 
 /// How large a group grows, and how long it waits to grow.
@@ -60,19 +110,20 @@ pub struct GroupLimits {
 pub(crate) struct Member {
     pub batch: NewBatch,
     pub options: CommitOptions,
-    pub tables: Vec<(Table, RecordBatch)>,
+    /// Its rows, counted as held until its group is committed.
+    pub held: Held,
     pub rejections: Vec<Rejection>,
     pub records_rejected: u64,
 }
 
 impl Member {
     fn rows(&self) -> usize {
-        self.tables.iter().map(|(_, batch)| batch.num_rows()).sum()
+        self.held.rows
     }
 
     fn rows_by_table(&self) -> Vec<(Table, u64)> {
         let mut rows: BTreeMap<Table, u64> = BTreeMap::new();
-        for (table, batch) in &self.tables {
+        for (table, batch) in &self.held.batches {
             *rows.entry(*table).or_default() += batch.num_rows() as u64;
         }
         rows.into_iter().filter(|(_, n)| *n > 0).collect()
@@ -83,7 +134,7 @@ impl Member {
     fn identities(&self) -> Vec<String> {
         let content = match self.options.retry_since {
             // A retry hash ends in the time it started: the content is what repeats.
-            Some(_) => &self.batch.content_hash[..self.batch.content_hash.len().saturating_sub(20)],
+            Some(_) => gpuledger_lake::catalog::retry_content(&self.batch.content_hash),
             None => self.batch.content_hash.as_str(),
         };
         let mut identities = vec![format!("{}\u{1f}{content}", self.batch.source)];
@@ -118,12 +169,18 @@ impl GroupCommit {
         Self {
             sender,
             max_rows: limits.max_rows,
+            held: Arc::new(AtomicUsize::new(0)),
         }
     }
 
-    /// The most rows an input may hold for a group.
-    pub(crate) fn max_rows(&self) -> usize {
-        self.max_rows
+    /// What an input holds for a group: nothing yet.
+    pub(crate) fn hold(&self) -> Held {
+        Held {
+            batches: vec![],
+            rows: 0,
+            max_rows: self.max_rows,
+            total: Arc::clone(&self.held),
+        }
     }
 
     /// Tables whose rows can share files across inputs: no restatement scope (a file's scope is
@@ -198,52 +255,13 @@ async fn run(lake: Lake, mut receiver: mpsc::Receiver<Waiting>, limits: GroupLim
 
 /// Commits one group and answers each of its inputs.
 async fn commit_group(lake: Lake, mut group: Vec<Waiting>) {
-    let lake = &lake;
-    for attempt in 1..=ATTEMPTS {
-        let mut fresh = Vec::with_capacity(group.len());
-        for waiting in group {
-            let member = &waiting.member;
-            match lake
-                .catalog()
-                .recognise(&member.batch, &member.options)
-                .await
-            {
-                Ok(None) => fresh.push(waiting),
-                Ok(Some(outcome)) => {
-                    let _ = waiting.reply.send(Ok(Committed {
-                        outcome,
-                        rows: vec![],
-                        files_written: 0,
-                        group_inputs: 0,
-                    }));
-                }
-                Err(error) => {
-                    let _ = waiting.reply.send(Err(error.into()));
-                }
-            }
-        }
-        group = fresh;
-        let Some(lead) = group.first() else {
+    for _ in 0..ATTEMPTS {
+        group = answer_repeats(&lake, group).await;
+        if group.is_empty() {
             return;
-        };
-        let lead = lead.member.batch.batch_id.clone();
-        let files = match write(lake, &lead, &group).await {
-            Ok(files) => files,
-            Err(error) => return fail(lake, group, &[], &error).await,
-        };
-        let members: Vec<GroupMember> = group
-            .iter()
-            .map(|waiting| GroupMember {
-                batch: &waiting.member.batch,
-                rows_landed: waiting.member.rows() as u64,
-                rejections: &waiting.member.rejections,
-                records_rejected: waiting.member.records_rejected,
-                options: &waiting.member.options,
-            })
-            .collect();
-        match lake.catalog().commit_group(&members, &files).await {
-            Ok(GroupCommitOutcome::Committed) => {
-                gpuledger_lake::retirement::place(lake, &files).await;
+        }
+        match write_and_commit(&lake, &group).await {
+            Ok(Some(files)) => {
                 let group_inputs = group.len();
                 for waiting in group {
                     let rows = waiting.member.rows_by_table();
@@ -259,20 +277,100 @@ async fn commit_group(lake: Lake, mut group: Vec<Waiting>) {
                 }
                 return;
             }
-            Ok(GroupCommitOutcome::Raced) if attempt < ATTEMPTS => {
-                tracing::info!(
-                    inputs = group.len(),
-                    "another writer committed an input of this group first: writing it again"
-                );
-                gpuledger_lake::retirement::discard(lake, &files).await;
+            Ok(None) => tracing::info!(
+                inputs = group.len(),
+                "another writer committed an input of this group first: writing it again"
+            ),
+            Err(error) if group.len() > 1 => {
+                tracing::warn!(inputs = group.len(), %error, "a group commit failed: committing its inputs one by one");
+                return commit_each_alone(lake, group).await;
             }
-            Ok(GroupCommitOutcome::Raced) => {
-                let error = IngestError::GroupCommit(format!(
-                    "other writers committed inputs of this group {ATTEMPTS} times over"
-                ));
-                return fail(lake, group, &files, &error).await;
+            Err(error) => {
+                tracing::error!(%error, "an ingest commit failed");
+                if let Some(waiting) = group.into_iter().next() {
+                    let _ = waiting.reply.send(Err(error));
+                }
+                return;
             }
-            Err(error) => return fail(lake, group, &files, &error.into()).await,
+        }
+    }
+    if group.len() > 1 {
+        return commit_each_alone(lake, group).await;
+    }
+    for waiting in group {
+        let _ = waiting.reply.send(Err(IngestError::GroupCommit(format!(
+            "other writers committed the same input {ATTEMPTS} times while this one was written"
+        ))));
+    }
+}
+
+/// One input's failure is not the others': each is committed alone, so that only one that
+/// fails on its own is answered with an error.
+async fn commit_each_alone(lake: Lake, group: Vec<Waiting>) {
+    for waiting in group {
+        Box::pin(commit_group(lake.clone(), vec![waiting])).await;
+    }
+}
+
+/// Answers the inputs committed before (by another writer, or an earlier group) with what they
+/// are, without files; returns the new ones.
+async fn answer_repeats(lake: &Lake, group: Vec<Waiting>) -> Vec<Waiting> {
+    let mut fresh = Vec::with_capacity(group.len());
+    for waiting in group {
+        let member = &waiting.member;
+        match lake
+            .catalog()
+            .recognise(&member.batch, &member.options)
+            .await
+        {
+            Ok(None) => fresh.push(waiting),
+            Ok(Some(outcome)) => {
+                let _ = waiting.reply.send(Ok(Committed {
+                    outcome,
+                    rows: vec![],
+                    files_written: 0,
+                    group_inputs: 0,
+                }));
+            }
+            Err(error) => {
+                let _ = waiting.reply.send(Err(error.into()));
+            }
+        }
+    }
+    fresh
+}
+
+/// Writes the group's files and commits them with its batches: the files, or `None` when
+/// another writer committed one of its inputs first. Nothing of the group stays behind when
+/// it is not committed.
+async fn write_and_commit(
+    lake: &Lake,
+    group: &[Waiting],
+) -> Result<Option<Vec<WrittenFile>>, IngestError> {
+    let lead = &group[0].member.batch.batch_id;
+    let files = write(lake, lead, group).await?;
+    let members: Vec<GroupMember> = group
+        .iter()
+        .map(|waiting| GroupMember {
+            batch: &waiting.member.batch,
+            rows_landed: waiting.member.rows() as u64,
+            rejections: &waiting.member.rejections,
+            records_rejected: waiting.member.records_rejected,
+            options: &waiting.member.options,
+        })
+        .collect();
+    match lake.catalog().commit_group(&members, &files).await {
+        Ok(GroupCommitOutcome::Committed) => {
+            gpuledger_lake::retirement::place(lake, &files).await;
+            Ok(Some(files))
+        }
+        Ok(GroupCommitOutcome::Raced) => {
+            gpuledger_lake::retirement::discard(lake, &files).await;
+            Ok(None)
+        }
+        Err(error) => {
+            gpuledger_lake::retirement::discard(lake, &files).await;
+            Err(error.into())
         }
     }
 }
@@ -285,32 +383,35 @@ async fn write(
 ) -> Result<Vec<WrittenFile>, IngestError> {
     let mut by_table: BTreeMap<Table, Vec<&RecordBatch>> = BTreeMap::new();
     for waiting in group {
-        for (table, batch) in &waiting.member.tables {
+        for (table, batch) in &waiting.member.held.batches {
             by_table.entry(*table).or_default().push(batch);
         }
     }
     let mut writer = TableWriter::new(Arc::clone(lake.store()), lead);
     let mut files = Vec::new();
     for (table, batches) in by_table {
-        let batch = arrow::compute::concat_batches(&batches[0].schema(), batches)?;
-        match writer.write(table, &batch).await {
+        let schema = batches[0].schema();
+        let written = if batches
+            .iter()
+            .any(|b| b.schema().fields() != schema.fields())
+        {
+            // Arrow's concatenation would panic; the inputs are committed one by one instead.
+            Err(IngestError::Pipeline(format!(
+                "{table}: the inputs of a group hold rows of different columns"
+            )))
+        } else {
+            match arrow::compute::concat_batches(&schema, batches) {
+                Ok(batch) => writer.write(table, &batch).await.map_err(IngestError::from),
+                Err(error) => Err(error.into()),
+            }
+        };
+        match written {
             Ok(written) => files.extend(written),
             Err(error) => {
                 gpuledger_lake::retirement::discard(lake, &files).await;
-                return Err(error.into());
+                return Err(error);
             }
         }
     }
     Ok(files)
-}
-
-/// Answers every input of a failed group with its error; nothing of the group is committed.
-async fn fail(lake: &Lake, group: Vec<Waiting>, files: &[WrittenFile], error: &IngestError) {
-    tracing::error!(inputs = group.len(), %error, "a group commit failed");
-    gpuledger_lake::retirement::discard(lake, files).await;
-    for waiting in group {
-        let _ = waiting
-            .reply
-            .send(Err(IngestError::GroupCommit(error.to_string())));
-    }
 }

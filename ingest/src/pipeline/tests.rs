@@ -304,3 +304,181 @@ async fn the_latest_billing_delivery_wins_whatever_its_bytes() {
         }
     );
 }
+
+/// `rows` rows of `table` at the epoch, every other column null.
+fn rows_of(table: Table, rows: usize) -> RecordBatch {
+    let schema = table.schema();
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|field| match field.name().as_str() {
+            "ts" => Arc::new(
+                arrow::array::TimestampMicrosecondArray::from(vec![0; rows]).with_timezone("UTC"),
+            ) as arrow::array::ArrayRef,
+            _ => arrow::array::new_null_array(field.data_type(), rows),
+        })
+        .collect();
+    RecordBatch::try_new(schema, columns).unwrap()
+}
+
+#[tokio::test]
+async fn inputs_hold_rows_for_a_group_within_their_share_and_the_services() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = GroupLimits {
+        max_rows: 10,
+        wait: std::time::Duration::ZERO,
+    };
+    let group = GroupCommit::start(lake(&dir).await, limits);
+    let samples = |n| rows_of(Table::GpuSamples, n);
+
+    // One input: at most 10 rows; gateway requests are checked one input at a time, never held.
+    let mut first = group.hold();
+    assert!(first.try_add(Table::GpuSamples, samples(6)).is_ok());
+    assert!(first.try_add(Table::GpuSamples, samples(5)).is_err());
+    let requests = RecordBatch::new_empty(Table::TokenUsage.schema());
+    assert!(first.try_add(Table::TokenUsage, requests).is_err());
+    assert!(first.try_add(Table::GpuSamples, samples(4)).is_ok());
+
+    // The service: at most 4 groups' worth (40 rows) held by all inputs at once.
+    let mut others: Vec<_> = (0..3).map(|_| group.hold()).collect();
+    for held in &mut others {
+        assert!(held.try_add(Table::GpuSamples, samples(10)).is_ok());
+    }
+    let mut last = group.hold();
+    assert!(
+        last.try_add(Table::GpuSamples, samples(1)).is_err(),
+        "41 rows"
+    );
+    // Rows given up (an input that writes its own files, or a committed group) free the room.
+    drop(others.pop());
+    assert!(last.try_add(Table::GpuSamples, samples(10)).is_ok());
+    assert_eq!(first.into_batches().len(), 2);
+    assert!(
+        last.try_add(Table::GpuSamples, samples(10)).is_err(),
+        "its own share"
+    );
+}
+
+#[tokio::test]
+async fn inputs_arriving_together_commit_together_and_a_repeat_after_them_lands_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = lake(&dir).await;
+    let limits = GroupLimits {
+        max_rows: 4,
+        wait: std::time::Duration::from_millis(300),
+    };
+    let group = GroupCommit::start(lake.clone(), limits);
+    let grouped = |text: &str| {
+        let mut options = options(Source::Dcgm);
+        options.group = Some(group.clone());
+        ingest(&lake, bytes(text.as_bytes()), options)
+    };
+    let other_gpu = SCRAPE.replace("GPU-1", "GPU-2");
+    let (one, two) = tokio::join!(grouped(SCRAPE), grouped(&other_gpu));
+    let (one, two) = (one.unwrap(), two.unwrap());
+    for report in [&one, &two] {
+        assert_eq!(report.outcome, Outcome::Landed { rows_replaced: 0 });
+        assert_eq!(report.rows, [(Table::GpuSamples, 1)]);
+        assert_eq!((report.group_inputs, report.files_written), (2, 1));
+    }
+    // Both batches name the first of the group, under which its one file is listed.
+    let files = lake.catalog().all_files().await.unwrap();
+    assert_eq!(files.len(), 1);
+    let lead = files[0].batch_id.clone();
+    assert_eq!(files[0].rows, 2);
+    assert!([&one.batch_id, &two.batch_id].contains(&&lead));
+    let batches = lake.catalog().batches().await.unwrap();
+    assert_eq!(
+        batches
+            .iter()
+            .map(|b| (b.rows_landed, b.committed_with.clone()))
+            .collect::<Vec<_>>(),
+        [(1, Some(lead.clone())), (1, Some(lead.clone()))]
+    );
+
+    // The same scrape again lands nothing and writes nothing.
+    let again = grouped(SCRAPE).await.unwrap();
+    assert!(matches!(again.outcome, Outcome::AlreadyIngested { .. }));
+    assert_eq!((again.group_inputs, again.files_written), (0, 0));
+    // Five GPUs are more than a group holds: the input lands alone, in its own file.
+    let five: String = (3..8)
+        .map(|g| SCRAPE.replace("GPU-1", &format!("GPU-{g}")))
+        .collect();
+    let alone = grouped(&five).await.unwrap();
+    assert_eq!(alone.rows, [(Table::GpuSamples, 5)]);
+    assert_eq!((alone.group_inputs, alone.files_written), (1, 1));
+    let files = lake.catalog().all_files().await.unwrap();
+    assert!(
+        files
+            .iter()
+            .any(|f| f.batch_id == alone.batch_id && f.rows == 5),
+        "{files:?}"
+    );
+    // Every object under tables/ is a listed file: the repeat left nothing behind.
+    let mut listed: Vec<_> = files.iter().map(|f| f.path.clone()).collect();
+    listed.sort();
+    assert_eq!(objects(&lake).await, listed);
+}
+
+#[tokio::test]
+async fn an_input_its_group_cannot_write_fails_alone_and_the_others_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = lake(&dir).await;
+    let limits = GroupLimits {
+        max_rows: 100,
+        wait: std::time::Duration::from_millis(300),
+    };
+    let group = GroupCommit::start(lake.clone(), limits);
+    let member = |id: &str, rows: RecordBatch| {
+        let mut held = group.hold();
+        held.try_add(Table::GpuSamples, rows).unwrap();
+        Member {
+            batch: NewBatch {
+                batch_id: id.into(),
+                source: "dcgm".into(),
+                origin: id.into(),
+                content_hash: format!("content-of-{id}"),
+                idempotency_key: None,
+                records_read: 1,
+                started_at: 0,
+            },
+            options: CommitOptions::default(),
+            held,
+            rejections: vec![],
+            records_rejected: 0,
+        }
+    };
+    // Rows of another shape than the table's (a parser bug, say): the group cannot hold both.
+    let only_ts = rows_of(Table::GpuSamples, 1).project(&[0]).unwrap();
+    let (good, bad) = tokio::join!(
+        group.commit(member("good", rows_of(Table::GpuSamples, 2))),
+        group.commit(member("bad", only_ts)),
+    );
+    let good = good.unwrap();
+    assert_eq!(good.rows, [(Table::GpuSamples, 2)]);
+    assert_eq!(
+        good.group_inputs, 1,
+        "committed alone after the group failed"
+    );
+    assert!(bad.is_err());
+    let batches = lake.catalog().batches().await.unwrap();
+    assert_eq!(
+        batches
+            .iter()
+            .map(|b| b.batch_id.as_str())
+            .collect::<Vec<_>>(),
+        ["good"]
+    );
+    let files = lake.catalog().all_files().await.unwrap();
+    assert_eq!(
+        files
+            .iter()
+            .map(|f| (f.batch_id.as_str(), f.rows))
+            .collect::<Vec<_>>(),
+        [("good", 2)]
+    );
+    // Nothing of the failed attempt is under tables/.
+    let mut listed: Vec<_> = files.iter().map(|f| f.path.clone()).collect();
+    listed.sort();
+    assert_eq!(objects(&lake).await, listed);
+}

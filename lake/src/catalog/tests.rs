@@ -659,3 +659,90 @@ async fn a_group_commits_each_batch_with_shared_files_or_nothing() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_rejected_record_with_nul_bytes_is_kept_showing_them() {
+    let rejection = Rejection::new(2, "gpu\0", "not a number: '\0'", "DCGM\0{gpu=\"0\"} x");
+    assert_eq!(
+        (rejection.field.as_str(), rejection.raw.as_str()),
+        ("gpu\u{2400}", "DCGM\u{2400}{gpu=\"0\"} x")
+    );
+    each_catalog(async |catalog| {
+        let committed = catalog
+            .commit_batch(
+                &batch("nul", "h-nul", None),
+                &[],
+                std::slice::from_ref(&rejection),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(committed, CommitOutcome::Committed { .. }));
+        assert_eq!(catalog.quarantine().await.unwrap()[0].rejection, rejection);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn retries_of_one_scrape_committed_at_once_by_two_writers_land_once() {
+    // Two replicas (two pools on one catalog) commit retries of one arrival-stamped scrape at
+    // the same moment: their stored hashes differ (each ends in when it started), so no unique
+    // index stops the second; the commit looks again inside its transaction.
+    let dir = tempfile::tempdir().unwrap();
+    for (backend, url) in catalog_urls(dir.path()).await {
+        let (one, two) = (
+            Catalog::connect(&url).await.unwrap(),
+            Catalog::connect(&url).await.unwrap(),
+        );
+        let content = format!("{backend:0>64}");
+        let retry = |id: &str, started_at: i64| NewBatch {
+            source: "dcgm".into(),
+            content_hash: retry_hash(&content, started_at),
+            started_at,
+            ..batch(id, "", None)
+        };
+        let options = CommitOptions {
+            retry_since: Some(0),
+            ..CommitOptions::default()
+        };
+        let (first, second) = (retry("first", 1_000), retry("second", 2_000));
+        let (a, b) = tokio::join!(
+            one.commit_batch_recognising(&first, &[], &[], &options),
+            two.commit_batch_recognising(&second, &[], &[], &options),
+        );
+        let outcomes = [a.unwrap(), b.unwrap()];
+        let committed = outcomes
+            .iter()
+            .filter(|o| matches!(o, CommitOutcome::Committed { .. }))
+            .count();
+        assert_eq!(committed, 1, "[{backend}] {outcomes:?}");
+        assert_eq!(one.batches().await.unwrap().len(), 1, "[{backend}]");
+
+        // The same through group commits, with a content not seen before: one group commits,
+        // the other lost the race and commits nothing.
+        let again = format!("{backend:1>64}");
+        let retry_of_again = |id: &str, started_at: i64| NewBatch {
+            content_hash: retry_hash(&again, started_at),
+            ..retry(id, started_at)
+        };
+        let (third, fourth) = (
+            retry_of_again("third", 3_000),
+            retry_of_again("fourth", 4_000),
+        );
+        let (group_one, group_two) = (
+            [group_member(&third, 0, &[], &options)],
+            [group_member(&fourth, 0, &[], &options)],
+        );
+        let (a, b) = tokio::join!(
+            one.commit_group(&group_one, &[]),
+            two.commit_group(&group_two, &[]),
+        );
+        let mut outcomes = [a.unwrap(), b.unwrap()];
+        outcomes.sort_by_key(|o| *o == GroupCommitOutcome::Raced);
+        assert_eq!(
+            outcomes,
+            [GroupCommitOutcome::Committed, GroupCommitOutcome::Raced],
+            "[{backend}]"
+        );
+        assert_eq!(one.batches().await.unwrap().len(), 2, "[{backend}]");
+    }
+}
