@@ -523,6 +523,51 @@ fn day_end_to_end(hours: usize, grouping: Option<Grouping>) {
         parquet_bytes as f64 / samples as f64,
         text_bytes as f64 / samples as f64,
     );
+    print_bytes_by_column(&runtime, &lake, &files, samples);
+}
+
+/// Where the Parquet bytes are: compressed bytes per column over every landed file (from the
+/// footers), largest first, per sample and per wide row.
+fn print_bytes_by_column(
+    runtime: &tokio::runtime::Runtime,
+    lake: &Lake,
+    files: &[gpuledger_lake::catalog::FileEntry],
+    samples: u64,
+) {
+    use object_store::ObjectStoreExt;
+    use parquet::file::reader::FileReader;
+    let mut by_column: std::collections::BTreeMap<String, (i64, String)> = Default::default();
+    let mut rows = 0i64;
+    for file in files {
+        let bytes = runtime
+            .block_on(async {
+                lake.table_reader()
+                    .get(&object_store::path::Path::from(file.path.as_str()))
+                    .await?
+                    .bytes()
+                    .await
+            })
+            .unwrap();
+        let reader = parquet::file::serialized_reader::SerializedFileReader::new(bytes).unwrap();
+        for row_group in reader.metadata().row_groups() {
+            rows += row_group.num_rows();
+            for column in row_group.columns() {
+                let entry = by_column.entry(column.column_path().string()).or_default();
+                entry.0 += column.compressed_size();
+                entry.1 = format!("{:?}", column.encodings().collect::<Vec<_>>());
+            }
+        }
+    }
+    let mut columns: Vec<_> = by_column.into_iter().collect();
+    columns.sort_by_key(|(_, (bytes, _))| -bytes);
+    println!("dcgm_ingest/day: compressed bytes by column (per sample, per wide row; encodings):");
+    for (name, (bytes, encodings)) in columns {
+        println!(
+            "  {name:<24} {:>7.3} B/sample {:>7.2} B/row  {encodings}",
+            bytes as f64 / samples as f64,
+            bytes as f64 / rows as f64,
+        );
+    }
 }
 
 fn main() {
