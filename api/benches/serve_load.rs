@@ -133,6 +133,7 @@ fn main() {
         }
         let bodies = Arc::new(bodies);
         let per_client = bodies.len() / clients;
+        let cpu_before = server.cpu_seconds();
         let report = runtime.block_on(load(clients, limit, per_client, {
             let (http, token, bodies) = (http.clone(), token.clone(), Arc::clone(&bodies));
             let base = base.clone();
@@ -152,6 +153,7 @@ fn main() {
             ),
         );
         report.print_samples(199);
+        report.print_server_cpu(server.cpu_seconds() - cpu_before);
 
         // Remote-write of the same week's second half, in 2,000-sample bodies.
         let from_ms = (first_day + chrono::Duration::days(4))
@@ -163,6 +165,7 @@ fn main() {
             .map(|n| remote_write_body(from_ms, n))
             .collect();
         let writes = Arc::new(writes);
+        let cpu_before = server.cpu_seconds();
         let report = runtime.block_on(load(clients, limit, writes.len() / clients, {
             let (http, token, writes) = (http.clone(), token.clone(), Arc::clone(&writes));
             move |i| {
@@ -183,6 +186,7 @@ fn main() {
             ),
         );
         report.print_samples(REMOTE_WRITE_SAMPLES);
+        report.print_server_cpu(server.cpu_seconds() - cpu_before);
     }
 }
 
@@ -290,6 +294,14 @@ impl Report {
         self.latencies[rank.clamp(1, self.latencies.len()) - 1]
     }
 
+    /// The server's CPU time over the scenario, per accepted request.
+    fn print_server_cpu(&self, cpu_seconds: f64) {
+        println!(
+            "  server CPU {cpu_seconds:.1} s = {:.2} ms per request",
+            cpu_seconds * 1e3 / self.latencies.len().max(1) as f64
+        );
+    }
+
     /// Samples landed per second, at `per_request` samples per accepted request.
     fn print_samples(&self, per_request: usize) {
         println!(
@@ -339,6 +351,29 @@ impl Server {
         };
         std::thread::spawn(move || for _ in lines {});
         Server { child, base }
+    }
+}
+
+impl Server {
+    /// CPU seconds the server process has used (user + system, from `/proc/<pid>/stat`, in
+    /// clock ticks of 1/100 s): on a shared, noisy box, CPU per request is steadier than
+    /// requests per second.
+    fn cpu_seconds(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // The fields after the command name (which may hold spaces) start at its closing ')'.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // utime and stime are the 14th and 15th fields: 12th and 13th after the name.
+        (ticks(11) + ticks(12)) / 100.0
     }
 }
 
