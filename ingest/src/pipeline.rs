@@ -183,11 +183,12 @@ pub enum Input {
         origin: String,
         bytes: bytes::Bytes,
     },
-    /// A stream made as it is read (the demo's generated month of scrapes), with a name for
-    /// messages.
+    /// A stream made as it is read (the demo's generated month of scrapes, a request body),
+    /// with a name for messages and its size when declared (a Content-Length).
     Reader {
         origin: String,
         reader: Box<dyn Read + Send>,
+        size: Option<u64>,
     },
 }
 
@@ -204,7 +205,8 @@ impl Input {
     pub fn size(&self) -> Option<u64> {
         match self {
             Input::Path(path) => std::fs::metadata(path).ok().map(|m| m.len()),
-            Input::Stdin | Input::Reader { .. } => None,
+            Input::Stdin => None,
+            Input::Reader { size, .. } => *size,
             Input::Bytes { bytes, .. } => Some(bytes.len() as u64),
         }
     }
@@ -435,6 +437,12 @@ pub async fn ingest(
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
     let origin = input.origin();
+    // Read buffers fit the input: a small request body does not take (and free) megabytes.
+    let buffer = input.size().map_or(MAX_READ_BUFFER, |size| {
+        usize::try_from(size)
+            .unwrap_or(MAX_READ_BUFFER)
+            .clamp(8 << 10, MAX_READ_BUFFER)
+    });
     let reader = HashingReader::new(input.open()?, options.progress.clone());
     let raw_hasher = reader.hasher.clone();
 
@@ -451,13 +459,13 @@ pub async fn ingest(
         tokio::task::spawn_blocking(move || -> Result<(Parsed, Kept, Sha256), IngestError> {
             let breach = Arc::new(std::sync::Mutex::new(None));
             let bounded = Bounded::new(
-                decode(reader, &context.origin)?,
+                decode(reader, &context.origin, buffer)?,
                 limits,
                 source == Source::RemoteWrite,
                 Arc::clone(&breach),
             );
             let mut input = HashingBufRead {
-                inner: Box::new(BufReader::with_capacity(1 << 20, bounded)),
+                inner: Box::new(BufReader::with_capacity(buffer, bounded)),
                 hasher: Sha256::new(),
             };
             let mut sink = ChannelSink {
@@ -560,7 +568,7 @@ pub async fn ingest(
         &options,
         read_at,
         &content_hasher,
-        &raw_hasher.lock().expect("hasher"),
+        raw_hasher.lock().expect("hasher").as_ref(),
         started_at,
     );
     let content_hash = identity.content_hash;
@@ -715,7 +723,7 @@ impl Identity {
         options: &IngestOptions,
         read_at: bool,
         content: &Sha256,
-        raw: &Sha256,
+        raw: Option<&Sha256>,
         started_at: DateTime<Utc>,
     ) -> Self {
         let at = if read_at && options.at_declared {
@@ -759,7 +767,8 @@ impl Identity {
         };
         let mut legacy = Sha256::new();
         legacy.update(options_fingerprint(options, legacy_at));
-        legacy.update(raw.clone().finalize());
+        // Without gzip the bytes as they came are the content.
+        legacy.update(raw.unwrap_or(content).clone().finalize());
         let legacy = hex::encode(legacy.finalize());
         Self {
             commit_options: CommitOptions {
@@ -788,26 +797,36 @@ fn options_fingerprint(options: &IngestOptions, at: Option<DateTime<Utc>>) -> St
 }
 
 /// Decompresses gzip input transparently (by its magic bytes, not its file name).
-fn decode(reader: HashingReader, origin: &str) -> Result<Box<dyn BufRead + Send>, IngestError> {
-    let mut buffered = BufReader::with_capacity(1 << 20, reader);
+fn decode(
+    reader: HashingReader,
+    origin: &str,
+    buffer: usize,
+) -> Result<Box<dyn BufRead + Send>, IngestError> {
+    let mut buffered = BufReader::with_capacity(buffer, reader);
     let head = buffered.fill_buf().map_err(|source| IngestError::Read {
         origin: origin.into(),
         source,
     })?;
     if head.starts_with(&[0x1f, 0x8b]) {
         Ok(Box::new(BufReader::with_capacity(
-            1 << 20,
+            MAX_READ_BUFFER,
             flate2::bufread::MultiGzDecoder::new(buffered),
         )))
     } else {
+        // The bytes as they came are the content, which is hashed anyway: once is enough.
+        buffered.get_ref().hasher.lock().expect("hasher").take();
         Ok(Box::new(buffered))
     }
 }
 
-/// Counts and hashes the raw bytes as the parser pulls them.
+/// The read buffers of an input of unknown or large size.
+const MAX_READ_BUFFER: usize = 1 << 20;
+
+/// Counts and hashes the raw bytes as the parser pulls them (until [`decode`] finds they are
+/// the content, not gzip: then the hasher is `None`).
 struct HashingReader {
     inner: Box<dyn Read + Send>,
-    hasher: Arc<std::sync::Mutex<Sha256>>,
+    hasher: Arc<std::sync::Mutex<Option<Sha256>>>,
     progress: Option<Arc<AtomicU64>>,
 }
 
@@ -815,7 +834,7 @@ impl HashingReader {
     fn new(inner: Box<dyn Read + Send>, progress: Option<Arc<AtomicU64>>) -> Self {
         Self {
             inner,
-            hasher: Arc::new(std::sync::Mutex::new(Sha256::new())),
+            hasher: Arc::new(std::sync::Mutex::new(Some(Sha256::new()))),
             progress,
         }
     }
@@ -824,7 +843,9 @@ impl HashingReader {
 impl Read for HashingReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.hasher.lock().expect("hasher").update(&buf[..n]);
+        if let Some(hasher) = self.hasher.lock().expect("hasher").as_mut() {
+            hasher.update(&buf[..n]);
+        }
         if let Some(progress) = &self.progress {
             progress.fetch_add(n as u64, Ordering::Relaxed);
         }

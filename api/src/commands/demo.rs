@@ -96,6 +96,7 @@ pub async fn run(lake: &Lake, data: &str, args: DemoArgs) -> Result<ExitCode, Bo
     let tokens = Input::Reader {
         origin: "demo/tokens.jsonl".into(),
         reader: Box::new(ChunkReader::new(TokenRequests::new(&scenario))),
+        size: None,
     };
     land(lake, &spec, Source::Tokens, tokens, None).await?;
     let scraped = Arc::new(AtomicU64::new(0));
@@ -103,6 +104,7 @@ pub async fn run(lake: &Lake, data: &str, args: DemoArgs) -> Result<ExitCode, Bo
     let telemetry = Input::Reader {
         origin: "demo/dcgm-exporter.prom".into(),
         reader: Box::new(ChunkReader::new(scrapes)),
+        size: None,
     };
     land(
         lake,

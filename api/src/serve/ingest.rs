@@ -364,6 +364,7 @@ async fn run(
             Arc::clone(&cut_off),
             Arc::clone(&stalled),
         )),
+        size: declared,
     };
     let report = match ingest(&state.lake, input, options).await {
         Ok(report) => report,

@@ -482,3 +482,43 @@ async fn an_input_its_group_cannot_write_fails_alone_and_the_others_land() {
     listed.sort();
     assert_eq!(objects(&lake).await, listed);
 }
+
+#[tokio::test]
+async fn an_input_landed_by_an_earlier_release_is_known_by_its_hash_of_then() {
+    // Before content identities, a batch was stored under sha256(options with the parse time,
+    // sha256(the bytes as they came, gzip included)). Such a batch, plain and gzipped, is the
+    // input it was: landing it again lands nothing.
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gzip.write_all(SCRAPE.replace("GPU-1", "GPU-9").as_bytes())
+        .unwrap();
+    let gzipped = gzip.finish().unwrap();
+    for (name, sent) in [("plain", SCRAPE.as_bytes().to_vec()), ("gzip", gzipped)] {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = lake(&dir).await;
+        let options = options(Source::Dcgm);
+        let mut old_hash = Sha256::new();
+        old_hash.update(options_fingerprint(&options, Some(options.context.at)));
+        old_hash.update(Sha256::digest(&sent));
+        let earlier = NewBatch {
+            batch_id: format!("earlier-{name}"),
+            source: "dcgm".into(),
+            origin: "hour.prom".into(),
+            content_hash: hex::encode(old_hash.finalize()),
+            idempotency_key: None,
+            records_read: 2,
+            started_at: 0,
+        };
+        lake.catalog()
+            .commit_batch(&earlier, &[], &[])
+            .await
+            .unwrap();
+        let again = ingest(&lake, bytes(&sent), options).await.unwrap();
+        assert_eq!(
+            again.outcome,
+            Outcome::AlreadyIngested {
+                batch_id: earlier.batch_id.clone()
+            },
+            "{name}"
+        );
+    }
+}
