@@ -406,6 +406,8 @@ pub struct IngestReport {
     /// Columns its format makes mandatory that the input lacks (FOCUS); its rows landed with
     /// nulls there.
     pub missing_columns: Vec<&'static str>,
+    /// The files that hold its rows: its own, or (group commit) its group's, which also hold
+    /// the other inputs' rows.
     pub files_written: usize,
     /// Inputs committed in the same catalog transaction as this one, itself included (group
     /// commit); 1 for an input committed alone, 0 when nothing was committed (a repeat).
