@@ -8,7 +8,7 @@ use std::sync::Barrier;
 
 use serde_json::{Value, json};
 
-use crate::support::{Ledger, Server, ledgers};
+use crate::support::{Ledger, Server, ledgers, protobuf};
 
 /// 2026-11-02T10:00:00Z in milliseconds.
 const T0_MS: i64 = 1_793_613_600_000;
@@ -34,7 +34,11 @@ fn scrape(marker: &str, node: usize, minute: i64, gpus: usize) -> String {
 fn post_together(
     server: &Server,
     token: &str,
-    requests: &[(String, Vec<(&str, String)>, String)],
+    requests: &[(
+        String,
+        Vec<(&str, String)>,
+        impl Into<Vec<u8>> + Clone + Sync,
+    )],
 ) -> Vec<(u16, Value)> {
     let barrier = Barrier::new(requests.len());
     std::thread::scope(|scope| {
@@ -47,7 +51,7 @@ fn post_together(
                         .http
                         .post(server.url(path))
                         .bearer_auth(token)
-                        .body(body.clone());
+                        .body(body.clone().into());
                     for (name, value) in headers {
                         request = request.header(*name, value);
                     }
@@ -343,6 +347,71 @@ fn a_request_too_large_for_a_group_and_one_with_bad_lines_keep_their_own_account
         assert_eq!(
             server.rows(&reader, "select count(*) as n from gpu_samples"),
             [json!({"n": 6 * 2 + 6 + 1})],
+            "[{backend}]"
+        );
+    }
+}
+
+#[test]
+fn remote_write_bodies_sent_together_are_one_group() {
+    // Five Prometheus remote-write bodies, one GPU each with two samples of two fields.
+    let bodies: Vec<Vec<u8>> = (0..5)
+        .map(|i| {
+            let uuid = format!("rw-{i}");
+            let labels = |name| {
+                vec![
+                    ("__name__", name),
+                    ("Hostname", "n1"),
+                    ("UUID", uuid.as_str()),
+                    ("gpu", "0"),
+                ]
+            };
+            let samples = [(40.0 + f64::from(i), T0_MS), (41.0, T0_MS + 15_000)];
+            let mut request = Vec::new();
+            for name in ["DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE"] {
+                protobuf::bytes(
+                    &mut request,
+                    1,
+                    &protobuf::time_series(&labels(name), &samples),
+                );
+            }
+            snap::raw::Encoder::new().compress_vec(&request).unwrap()
+        })
+        .collect();
+    for ledger in ledgers() {
+        let backend = ledger.backend;
+        let token = ledger.token("ingest", None);
+        let reader = ledger.token("read", None);
+        let server = ledger.serve(&["--ingest-group-wait", "1s"]);
+        let requests: Vec<_> = bodies
+            .iter()
+            .map(|body| ("/v1/prom/write?cluster=c".to_string(), vec![], body.clone()))
+            .collect();
+        for (status, answer) in post_together(&server, &token, &requests) {
+            assert_eq!(status, 202, "[{backend}] {answer}");
+            assert_eq!(
+                answer["rows"],
+                json!({"gpu_samples": 2}),
+                "[{backend}] {answer}"
+            );
+        }
+        assert_eq!(
+            server.rows(
+                &reader,
+                "select count(*) as n, sum(rows_landed) as rows, count(distinct committed_with) as groups, \
+                        count(committed_with) as grouped \
+                 from system.ingest_batches where source = 'remote_write'"
+            ),
+            [json!({"n": 5, "rows": 10, "groups": 1, "grouped": 5})],
+            "[{backend}]"
+        );
+        assert_eq!(
+            server.rows(
+                &reader,
+                "select count(*) as rows, sum(gpu_temp_c) as temp from gpu_samples"
+            ),
+            // 40 + 41 + 42 + 43 + 44 at T0, 41 five times 15 s later.
+            [json!({"rows": 10, "temp": 210.0 + 205.0})],
             "[{backend}]"
         );
     }

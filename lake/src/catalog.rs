@@ -416,6 +416,18 @@ impl Catalog {
         Ok(found.is_some())
     }
 
+    /// A transaction that commits batches. On SQLite it takes the write lock at once (`BEGIN
+    /// IMMEDIATE`, waiting its turn): what it reads before it writes
+    /// ([`Catalog::committed_meanwhile`]) is then the latest, and it never has to turn a read
+    /// into a write while another process writes, which SQLite refuses at once ("database is
+    /// locked").
+    async fn begin_commit(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        })
+    }
+
     /// On PostgreSQL, the advisory locks of the arrival-stamped retries among `batches`, in one
     /// order (so that two transactions locking several never wait on each other), held until
     /// the transaction ends.
@@ -484,7 +496,7 @@ impl Catalog {
         }
         let now = now_micros();
         let rows_landed: u64 = files.iter().map(|f| f.rows).sum();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_commit().await?;
         self.lock_retries(&mut tx, &[(batch, commit_options)])
             .await?;
         if self
@@ -591,7 +603,7 @@ impl Catalog {
         }
         let committed_with = (members.len() > 1).then_some(lead.batch.batch_id.as_str());
         let now = now_micros();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_commit().await?;
         let identities: Vec<_> = members.iter().map(|m| (m.batch, m.options)).collect();
         self.lock_retries(&mut tx, &identities).await?;
         for member in members {
