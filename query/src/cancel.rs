@@ -36,15 +36,32 @@ use futures::Stream;
 
 /// Set once the query's answer is no longer wanted; shared by every operator of its plan.
 #[derive(Debug, Clone, Default)]
-pub struct Cancellation(Arc<AtomicBool>);
+pub struct Cancellation {
+    cancelled: Arc<AtomicBool>,
+    /// Cancelled by itself from then on.
+    deadline: Option<std::time::Instant>,
+}
 
 impl Cancellation {
+    /// Cancelled once `deadline` passes, without a timer: the operators see the time where they
+    /// check the flag. (A timer task on the runtime the operators run on can wait behind them
+    /// for as long as they do not yield — on a worker, for the whole query.)
+    pub fn until(deadline: std::time::Instant) -> Self {
+        Self {
+            cancelled: Arc::default(),
+            deadline: Some(deadline),
+        }
+    }
+
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.cancelled.store(true, Ordering::Relaxed);
     }
 
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.cancelled.load(Ordering::Relaxed)
+            || self
+                .deadline
+                .is_some_and(|deadline| std::time::Instant::now() >= deadline)
     }
 
     /// `plan` with every operator wrapped so that it stops once this is cancelled.

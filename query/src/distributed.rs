@@ -651,14 +651,10 @@ fn stop_after(
     timeout: std::time::Duration,
 ) -> impl Fn(WorkerPlanRewriteEvent<'_>) -> DfResult<WorkerPlanRewriteEventResponse> + Send + Sync {
     move |event| {
-        let cancellation = Cancellation::default();
-        let plan = cancellation.guard(event.plan)?;
-        let deadline = cancellation.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(timeout).await;
-            deadline.cancel();
-        });
-        Ok(WorkerPlanRewriteEventResponse::new(plan))
+        let cancellation = Cancellation::until(std::time::Instant::now() + timeout);
+        Ok(WorkerPlanRewriteEventResponse::new(
+            cancellation.guard(event.plan)?,
+        ))
     }
 }
 
