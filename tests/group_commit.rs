@@ -84,6 +84,13 @@ fn group_metric(server: &Server) -> (u64, u64) {
     )
 }
 
+/// `serve <extra>` over `ledger`, an ingest token and a read token.
+fn collector_and_reader(ledger: &Ledger, extra: &[&str]) -> (Server, String, String) {
+    let token = ledger.token("ingest", None);
+    let reader = ledger.token("read", None);
+    (ledger.serve(extra), token, reader)
+}
+
 fn one_backend_pair() -> Vec<(Ledger, Ledger)> {
     ledgers().into_iter().zip(ledgers()).collect()
 }
@@ -182,9 +189,7 @@ fn repeats_inside_one_group_land_once() {
         .collect();
     for ledger in ledgers() {
         let backend = ledger.backend;
-        let token = ledger.token("ingest", None);
-        let reader = ledger.token("read", None);
-        let server = ledger.serve(&["--ingest-group-wait", "1s"]);
+        let (server, token, reader) = collector_and_reader(&ledger, &["--ingest-group-wait", "1s"]);
         let mut requests = Vec::new();
         requests.extend((0..6).map(|_| plain(path, timestamped.clone())));
         requests.extend((0..4).map(|_| plain(path, untimestamped.clone())));
@@ -257,10 +262,11 @@ fn a_request_too_large_for_a_group_and_one_with_bad_lines_keep_their_own_account
     );
     for ledger in ledgers() {
         let backend = ledger.backend;
-        let token = ledger.token("ingest", None);
-        let reader = ledger.token("read", None);
         // Groups of at most 4 rows: two 2-GPU scrapes fill one; a 6-GPU scrape is alone.
-        let server = ledger.serve(&["--ingest-group-rows", "4", "--ingest-group-wait", "1s"]);
+        let (server, token, reader) = collector_and_reader(
+            &ledger,
+            &["--ingest-group-rows", "4", "--ingest-group-wait", "1s"],
+        );
         let mut requests: Vec<_> = (0..6)
             .map(|i| plain(path, scrape(&format!("s{i}"), i, 0, 2)))
             .collect();
@@ -380,9 +386,7 @@ fn remote_write_bodies_sent_together_are_one_group() {
         .collect();
     for ledger in ledgers() {
         let backend = ledger.backend;
-        let token = ledger.token("ingest", None);
-        let reader = ledger.token("read", None);
-        let server = ledger.serve(&["--ingest-group-wait", "1s"]);
+        let (server, token, reader) = collector_and_reader(&ledger, &["--ingest-group-wait", "1s"]);
         let requests: Vec<_> = bodies
             .iter()
             .map(|body| ("/v1/prom/write?cluster=c".to_string(), vec![], body.clone()))
