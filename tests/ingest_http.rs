@@ -676,6 +676,8 @@ fn team_tokens_land_only_their_team_and_keys_are_per_token_and_route() {
     let (status, _, body) = post(&team_a, "/v1/ingest/dcgm?cluster=c", None, dcgm);
     assert_eq!(status, 403, "{body}");
     assert_eq!(events(), serde_json::json!(0));
+    // Refused before its rows could join a group commit: none of them landed.
+    assert_eq!(ledger.scalar("select count(*) from gpu_samples"), 0);
     // Its own rows land.
     let (status, _, body) = post(
         &team_a,

@@ -62,11 +62,6 @@ pub enum IngestError {
     #[error(transparent)]
     Lake(#[from] gpuledger_lake::LakeError),
 
-    /// The group commit this input waited for failed (ingest/src/pipeline/group_commit.rs);
-    /// nothing of the group was committed.
-    #[error("committing with the inputs that arrived at the same time: {0}")]
-    GroupCommit(String),
-
     /// The consumer of parsed batches went away (the writer failed; its error is reported instead).
     #[error("ingest pipeline closed: {0}")]
     Pipeline(String),

@@ -201,7 +201,7 @@ impl Input {
         }
     }
 
-    /// The size in bytes when known up front (for progress bars).
+    /// The size in bytes when known up front (for progress bars, and to size read buffers).
     pub fn size(&self) -> Option<u64> {
         match self {
             Input::Path(path) => std::fs::metadata(path).ok().map(|m| m.len()),

@@ -97,6 +97,23 @@ pub fn retry_content(retry_hash: &str) -> &str {
     &retry_hash[..retry_hash.len().saturating_sub(20)]
 }
 
+impl NewBatch {
+    /// The identities that make another batch the same input as this one, as the unique indexes
+    /// and [`Catalog::recognise`] know them: its source and content (for a retry, the content
+    /// without its start time) and its idempotency key. Two batches sharing one are one input.
+    pub fn identities(&self, commit_options: &CommitOptions) -> Vec<String> {
+        let content = match commit_options.retry_since {
+            Some(_) => retry_content(&self.content_hash),
+            None => self.content_hash.as_str(),
+        };
+        let mut identities = vec![format!("{}\u{1f}{content}", self.source)];
+        if let Some(key) = &self.idempotency_key {
+            identities.push(format!("key\u{1f}{key}"));
+        }
+        identities
+    }
+}
+
 /// A committed batch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BatchRecord {

@@ -128,21 +128,6 @@ impl Member {
         }
         rows.into_iter().filter(|(_, n)| *n > 0).collect()
     }
-
-    /// The identities by which a repeat of this input is recognised: two inputs sharing one
-    /// never go in the same group.
-    fn identities(&self) -> Vec<String> {
-        let content = match self.options.retry_since {
-            // A retry hash ends in the time it started: the content is what repeats.
-            Some(_) => gpuledger_lake::catalog::retry_content(&self.batch.content_hash),
-            None => self.batch.content_hash.as_str(),
-        };
-        let mut identities = vec![format!("{}\u{1f}{content}", self.batch.source)];
-        if let Some(key) = &self.batch.idempotency_key {
-            identities.push(format!("key\u{1f}{key}"));
-        }
-        identities
-    }
 }
 
 /// What committing a member did.
@@ -233,7 +218,9 @@ async fn run(lake: Lake, mut receiver: mpsc::Receiver<Waiting>, limits: GroupLim
                 queue.push_front(next);
                 break;
             }
-            let ids = next.member.identities();
+            // Two inputs sharing an identity never go in one group: the later is recognised
+            // as the repeat it is by the next.
+            let ids = next.member.batch.identities(&next.member.options);
             if ids.iter().any(|id| identities.contains(id)) {
                 next_round.push_back(next);
                 continue;
@@ -298,7 +285,7 @@ async fn commit_group(lake: Lake, mut group: Vec<Waiting>) {
         return commit_each_alone(lake, group).await;
     }
     for waiting in group {
-        let _ = waiting.reply.send(Err(IngestError::GroupCommit(format!(
+        let _ = waiting.reply.send(Err(IngestError::Pipeline(format!(
             "other writers committed the same input {ATTEMPTS} times while this one was written"
         ))));
     }

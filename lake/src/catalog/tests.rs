@@ -746,3 +746,27 @@ async fn retries_of_one_scrape_committed_at_once_by_two_writers_land_once() {
         assert_eq!(one.batches().await.unwrap().len(), 2, "[{backend}]");
     }
 }
+
+#[test]
+fn retries_of_one_content_and_batches_of_one_key_share_an_identity() {
+    let retry = CommitOptions {
+        retry_since: Some(0),
+        ..CommitOptions::default()
+    };
+    let at = |started_at| NewBatch {
+        content_hash: retry_hash("abc", started_at),
+        ..batch("b", "", None)
+    };
+    // Retries started at different times are one content; as exact hashes they would differ.
+    assert_eq!(at(1).identities(&retry), at(2).identities(&retry));
+    let exact = CommitOptions::default();
+    assert_ne!(at(1).identities(&exact), at(2).identities(&exact));
+    // Other bodies under one key share the key's identity, and only that.
+    let (one, two) = (batch("1", "h1", Some("k")), batch("2", "h2", Some("k")));
+    let shared: Vec<_> = one
+        .identities(&exact)
+        .into_iter()
+        .filter(|id| two.identities(&exact).contains(id))
+        .collect();
+    assert_eq!(shared, ["key\u{1f}k"]);
+}
