@@ -67,6 +67,42 @@ fn stdin_and_gzip_land_and_queries_prune_files_by_time() {
 }
 
 #[test]
+fn a_file_is_parsed_and_written_a_batch_of_rows_at_a_time() {
+    let ledger = ledgers().remove(0);
+    // Five scrapes of one GPU, 30 s apart: five rows, written two at a time (2 + 2 + 1).
+    let path = ledger.dir.path().join("five.prom");
+    let text: String = (0..5)
+        .map(|i| scrape(40 + i, 1_790_000_000_000 + i64::from(i) * 30_000))
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    ledger.ingest_ok("dcgm", &path, &["--batch-rows", "2"]);
+    let files =
+        ledger.sql("select rows from system.files where table_name = 'gpu_samples' order by path");
+    assert_eq!(
+        files,
+        [json!({"rows": 2}), json!({"rows": 2}), json!({"rows": 1})]
+    );
+    // 40 + 41 + 42 + 43 + 44
+    assert_eq!(
+        ledger.scalar("select cast(sum(gpu_temp_c) as bigint) from gpu_samples"),
+        210
+    );
+    let out = ledger.run(&[
+        "ingest",
+        "dcgm",
+        path.to_str().unwrap(),
+        "--batch-rows",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("'0' is not a positive number of rows"),
+        "{}",
+        describe(&out)
+    );
+}
+
+#[test]
 fn unknown_sources_and_missing_files_fail_clearly() {
     let ledger = ledgers().remove(0);
     let out = ledger.run(&["ingest", "nope", "x"]);

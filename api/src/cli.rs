@@ -6,6 +6,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use clap::{Parser, Subcommand, ValueEnum};
 use gpuledger_demo::DemoSpec;
 use gpuledger_ingest::pipeline::Source;
+use gpuledger_ingest::record::DEFAULT_BATCH_ROWS;
 use gpuledger_ledger::objects::ObjectKind;
 
 #[derive(Debug, Parser)]
@@ -251,6 +252,10 @@ pub struct ServeArgs {
     /// Rejected records kept in the quarantine per ingest request; the rest are counted only.
     #[arg(long, env = "GPULEDGER_INGEST_MAX_REJECTIONS", default_value_t = 1000)]
     pub ingest_max_rejections: usize,
+    /// Rows an ingest request is parsed and written in at a time (each batch its own Parquet
+    /// file): a request's peak memory grows with this, never with the size of its body.
+    #[arg(long, env = "GPULEDGER_INGEST_BATCH_ROWS", default_value_t = DEFAULT_BATCH_ROWS, value_parser = parse_batch_rows)]
+    pub ingest_batch_rows: usize,
     /// How long a body stamped with its arrival time (an untimestamped scrape without `at`) sent
     /// again byte for byte by the same token is taken as a retry of the first, e.g. 10m.
     #[arg(long, env = "GPULEDGER_INGEST_RETRY_WINDOW", default_value = "10m")]
@@ -380,6 +385,11 @@ pub struct IngestArgs {
     /// The largest input once decompressed, in MiB; no limit if not given.
     #[arg(long, env = "GPULEDGER_INGEST_MAX_DECOMPRESSED_MB")]
     pub max_decompressed_mb: Option<u64>,
+
+    /// Rows parsed and written at a time (each batch its own Parquet file): peak memory grows
+    /// with this, never with the size of the file.
+    #[arg(long, env = "GPULEDGER_INGEST_BATCH_ROWS", default_value_t = DEFAULT_BATCH_ROWS, value_parser = parse_batch_rows)]
+    pub batch_rows: usize,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -506,6 +516,14 @@ fn parse_seconds(s: &str) -> Result<u32, String> {
         .parse::<u32>()
         .map(|n| n * unit)
         .map_err(|_| format!("'{s}' is not a duration such as 30s or 1m"))
+}
+
+/// A positive number of rows.
+fn parse_batch_rows(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(rows) if rows > 0 => Ok(rows),
+        _ => Err(format!("'{s}' is not a positive number of rows")),
+    }
 }
 
 fn parse_source(s: &str) -> Result<Source, String> {

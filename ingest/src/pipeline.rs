@@ -34,7 +34,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 use crate::error::IngestError;
-use crate::record::{ParseContext, Sink, strict_stop};
+use crate::record::{DEFAULT_BATCH_ROWS, ParseContext, Sink, strict_stop};
 use crate::{dcgm, events, focus, remote_write, tokens};
 use group_commit::{Held, Member};
 
@@ -330,6 +330,9 @@ pub struct InputLimits {
     pub max_line: Option<Limit>,
     /// Rejected records kept in the quarantine per input; the rest are counted only.
     pub max_rejections_kept: usize,
+    /// Rows a parser emits at a time, each batch written (sorted, encoded) as it comes: an
+    /// input's peak memory grows with this, not with the input's size.
+    pub batch_rows: usize,
 }
 
 /// The default of [`InputLimits::max_line`]: 1 MiB.
@@ -346,6 +349,7 @@ impl Default for InputLimits {
                 name: "max line length",
             }),
             max_rejections_kept: DEFAULT_MAX_REJECTIONS_KEPT,
+            batch_rows: DEFAULT_BATCH_ROWS,
         }
     }
 }
@@ -453,6 +457,7 @@ pub async fn ingest(
     let mut context = options.context.clone();
     let strict = options.strict;
     let limits = options.limits;
+    context.batch_rows = limits.batch_rows;
     if let Some(limit) = limits.max_decompressed {
         context.max_decompressed = Some(limit.bytes);
         context.max_decompressed_name = limit.name;
@@ -502,7 +507,10 @@ pub async fn ingest(
     let mut duplicates_skipped = 0;
     let mut write_error = None;
     // The rows of an input committed with others, until it proves too large for a group.
-    let mut held: Option<Held> = options.group.as_ref().map(GroupCommit::hold);
+    let mut held: Option<Held> = options
+        .group
+        .as_ref()
+        .map(|group| group.hold(limits.batch_rows));
     while let Some((table, batch)) = receiver.recv().await {
         let result = async {
             if let Some(team) = &options.only_team {

@@ -26,6 +26,9 @@ pub fn strict_stop(origin: &str, rejection: Rejection) -> IngestError {
     }
 }
 
+/// The default of [`ParseContext::batch_rows`] and `--ingest-batch-rows`.
+pub const DEFAULT_BATCH_ROWS: usize = 256 * 1024;
+
 /// What a parser needs to know besides the bytes.
 #[derive(Debug, Clone)]
 pub struct ParseContext {
@@ -41,7 +44,8 @@ pub struct ParseContext {
     pub date_format: Option<String>,
     /// Labels added to every dcgm series that lacks them (a scrape target's labels).
     pub labels: Vec<(String, String)>,
-    /// Rows per emitted batch: bounds memory on large inputs.
+    /// Rows per emitted batch: bounds memory on large inputs (the pipeline sets it from
+    /// [`crate::pipeline::InputLimits::batch_rows`]).
     pub batch_rows: usize,
     /// The most bytes a parser may decompress itself (remote-write's snappy), and the limit's name.
     pub max_decompressed: Option<u64>,
@@ -57,7 +61,7 @@ impl ParseContext {
             tz: chrono_tz::UTC,
             date_format: None,
             labels: Vec::new(),
-            batch_rows: 256 * 1024,
+            batch_rows: DEFAULT_BATCH_ROWS,
             max_decompressed: None,
             max_decompressed_name: "",
         }

@@ -49,6 +49,7 @@ pub async fn run(lake: &Lake, args: IngestArgs) -> Result<ExitCode, Box<dyn std:
                 bytes: args.max_line_kb << 10,
                 name: "--max-line-kb",
             }),
+            batch_rows: args.batch_rows,
             ..InputLimits::default()
         };
         options.progress = Some(Arc::clone(&progress));

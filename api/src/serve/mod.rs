@@ -118,6 +118,7 @@ impl AppState {
                     name: "--ingest-max-line-kb",
                 }),
                 max_rejections_kept: args.ingest_max_rejections,
+                batch_rows: args.ingest_batch_rows,
             },
             ingest_retry_window: args.ingest_retry_window.into(),
             body_timeout: args.body_timeout.into(),

@@ -57,8 +57,11 @@ pub struct GroupCommit {
 pub(crate) struct Held {
     batches: Vec<(Table, RecordBatch)>,
     rows: usize,
+    /// This input's share: a group's rows, or one parser batch if that is fewer.
     max_rows: usize,
+    /// Rows held by every input together, and their limit.
     total: Arc<AtomicUsize>,
+    max_total: usize,
 }
 
 impl Held {
@@ -69,11 +72,10 @@ impl Held {
         if !GroupCommit::takes(table) || self.rows + rows > self.max_rows {
             return Err(batch);
         }
-        let limit = self.max_rows.saturating_mul(HELD_GROUPS);
         let reserved = self
             .total
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |total| {
-                (total + rows <= limit).then_some(total + rows)
+                (total + rows <= self.max_total).then_some(total + rows)
             });
         if reserved.is_err() {
             return Err(batch);
@@ -158,13 +160,16 @@ impl GroupCommit {
         }
     }
 
-    /// What an input holds for a group: nothing yet.
-    pub(crate) fn hold(&self) -> Held {
+    /// What an input holds for a group: nothing yet. It holds at most one parser batch
+    /// (`batch_rows`): an input larger than that writes its own files as it streams, so grouping
+    /// never keeps more of one input in memory than streaming it would.
+    pub(crate) fn hold(&self, batch_rows: usize) -> Held {
         Held {
             batches: vec![],
             rows: 0,
-            max_rows: self.max_rows,
+            max_rows: self.max_rows.min(batch_rows),
             total: Arc::clone(&self.held),
+            max_total: self.max_rows.saturating_mul(HELD_GROUPS),
         }
     }
 

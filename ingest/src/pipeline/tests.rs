@@ -332,7 +332,7 @@ async fn inputs_hold_rows_for_a_group_within_their_share_and_the_services() {
     let samples = |n| rows_of(Table::GpuSamples, n);
 
     // One input: at most 10 rows; gateway requests are checked one input at a time, never held.
-    let mut first = group.hold();
+    let mut first = group.hold(DEFAULT_BATCH_ROWS);
     assert!(first.try_add(Table::GpuSamples, samples(6)).is_ok());
     assert!(first.try_add(Table::GpuSamples, samples(5)).is_err());
     let requests = RecordBatch::new_empty(Table::TokenUsage.schema());
@@ -340,11 +340,11 @@ async fn inputs_hold_rows_for_a_group_within_their_share_and_the_services() {
     assert!(first.try_add(Table::GpuSamples, samples(4)).is_ok());
 
     // The service: at most 4 groups' worth (40 rows) held by all inputs at once.
-    let mut others: Vec<_> = (0..3).map(|_| group.hold()).collect();
+    let mut others: Vec<_> = (0..3).map(|_| group.hold(DEFAULT_BATCH_ROWS)).collect();
     for held in &mut others {
         assert!(held.try_add(Table::GpuSamples, samples(10)).is_ok());
     }
-    let mut last = group.hold();
+    let mut last = group.hold(DEFAULT_BATCH_ROWS);
     assert!(
         last.try_add(Table::GpuSamples, samples(1)).is_err(),
         "41 rows"
@@ -356,6 +356,14 @@ async fn inputs_hold_rows_for_a_group_within_their_share_and_the_services() {
     assert!(
         last.try_add(Table::GpuSamples, samples(10)).is_err(),
         "its own share"
+    );
+    // Nor more than one parser batch: a larger input streams its own files, as it would alone.
+    drop(last);
+    let mut streamed = group.hold(3);
+    assert!(streamed.try_add(Table::GpuSamples, samples(3)).is_ok());
+    assert!(
+        streamed.try_add(Table::GpuSamples, samples(1)).is_err(),
+        "a second batch"
     );
 }
 
@@ -430,7 +438,7 @@ async fn an_input_its_group_cannot_write_fails_alone_and_the_others_land() {
     };
     let group = GroupCommit::start(lake.clone(), limits);
     let member = |id: &str, rows: RecordBatch| {
-        let mut held = group.hold();
+        let mut held = group.hold(DEFAULT_BATCH_ROWS);
         held.try_add(Table::GpuSamples, rows).unwrap();
         Member {
             batch: NewBatch {
