@@ -295,18 +295,54 @@ pub async fn settle_after_commit(lake: &Lake) -> SettleReport {
 /// The object store table files are read through ([`Lake::table_reader`]): a table file not
 /// found under `tables/` is read where it waits aside: under `_staging/` when its commit is
 /// not placed yet, under `_superseded/` when a restatement, a rebuild or a compaction moved it
-/// while a query that had listed it was running. Writes and listings go to the store unchanged.
+/// while a query that had listed it was running, and wherever it went when it moves while the
+/// read looks for it. Writes and listings go to the store unchanged.
 #[derive(Debug)]
 pub struct AsideFallback {
     inner: Arc<dyn ObjectStore>,
 }
 
-/// Where [`AsideFallback`] looks, in order: a just-committed file is the common case.
-const READ_ASIDE: [Aside; 2] = [Aside::Staged, Aside::Superseded];
+/// Where [`AsideFallback`] looks, in order: `tables/` (the common case), then the places aside,
+/// a just-committed file first.
+const READ_ORDER: [Option<Aside>; 3] = [None, Some(Aside::Staged), Some(Aside::Superseded)];
+
+/// Rounds of [`READ_ORDER`] before a table file is taken as gone. One round can miss a file
+/// that moves meanwhile (placed from `_staging/` after its `tables/` key was looked up, retired
+/// to `_superseded/` after that key was): it is always in one place, but not where and when the
+/// read looked. The next round finds it; a file still nowhere after three is gone (deleted after
+/// its grace period).
+const READ_ROUNDS: usize = 3;
 
 impl AsideFallback {
     pub fn over(inner: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
         Arc::new(Self { inner })
+    }
+
+    /// `read` of the table file `location` wherever it is at the moment; other keys as they are.
+    async fn read_wherever<T, F>(
+        &self,
+        location: &Path,
+        read: impl Fn(Arc<dyn ObjectStore>, Path) -> F,
+    ) -> object_store::Result<T>
+    where
+        F: Future<Output = object_store::Result<T>>,
+    {
+        if !Aside::applies_to(location) {
+            return read(Arc::clone(&self.inner), location.clone()).await;
+        }
+        let mut missing = None;
+        for _ in 0..READ_ROUNDS {
+            for place in READ_ORDER {
+                let key = place.map_or_else(|| location.clone(), |aside| aside.of(location));
+                match read(Arc::clone(&self.inner), key).await {
+                    Err(error) if is_not_found(&error) => {
+                        missing.get_or_insert(error);
+                    }
+                    other => return other,
+                }
+            }
+        }
+        Err(missing.expect("looked at least once"))
     }
 }
 
@@ -340,26 +376,15 @@ impl ObjectStore for AsideFallback {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
-        let error = match self.inner.get_opts(location, options.clone()).await {
-            Err(error) if is_not_found(&error) && Aside::applies_to(location) => error,
-            other => return other,
-        };
-        for place in READ_ASIDE {
-            match self
-                .inner
-                .get_opts(&place.of(location), options.clone())
-                .await
-            {
-                Ok(mut found) => {
-                    // DataFusion checks that what it reads is what it listed.
-                    found.meta.location = location.clone();
-                    return Ok(found);
-                }
-                Err(aside) if is_not_found(&aside) => {}
-                Err(aside) => return Err(aside),
-            }
-        }
-        Err(error)
+        let mut found = self
+            .read_wherever(location, |store, key| {
+                let options = options.clone();
+                async move { store.get_opts(&key, options).await }
+            })
+            .await?;
+        // DataFusion checks that what it reads is what it listed.
+        found.meta.location = location.clone();
+        Ok(found)
     }
 
     async fn get_ranges(
@@ -367,17 +392,10 @@ impl ObjectStore for AsideFallback {
         location: &Path,
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<Bytes>> {
-        let error = match self.inner.get_ranges(location, ranges).await {
-            Err(error) if is_not_found(&error) && Aside::applies_to(location) => error,
-            other => return other,
-        };
-        for place in READ_ASIDE {
-            match self.inner.get_ranges(&place.of(location), ranges).await {
-                Err(aside) if is_not_found(&aside) => {}
-                other => return other,
-            }
-        }
-        Err(error)
+        self.read_wherever(location, |store, key| async move {
+            store.get_ranges(&key, ranges).await
+        })
+        .await
     }
 
     fn delete_stream(

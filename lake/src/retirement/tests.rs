@@ -161,3 +161,148 @@ async fn a_landed_file_reads_the_same_before_and_after_its_placement() {
     })
     .await;
 }
+
+/// A store that moves one object, once, the moment a read of `trigger` finds nothing there: the
+/// worst timing for a reader, which looked at the file's new place just before it arrived.
+#[derive(Debug)]
+struct MovesWhenMissed {
+    inner: Arc<dyn ObjectStore>,
+    trigger: Path,
+    from: Path,
+    to: Path,
+    moved: std::sync::atomic::AtomicBool,
+}
+
+impl MovesWhenMissed {
+    async fn after_miss<T>(
+        &self,
+        location: &Path,
+        read: object_store::Result<T>,
+    ) -> object_store::Result<T> {
+        if matches!(read, Err(object_store::Error::NotFound { .. }))
+            && *location == self.trigger
+            && !self.moved.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            self.inner.rename(&self.from, &self.to).await.unwrap();
+        }
+        read
+    }
+}
+
+impl std::fmt::Display for MovesWhenMissed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MovesWhenMissed({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for MovesWhenMissed {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let read = self.inner.get_opts(location, options).await;
+        self.after_miss(location, read).await
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        let read = self.inner.get_ranges(location, ranges).await;
+        self.after_miss(location, read).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+#[tokio::test]
+async fn a_table_file_that_moves_while_it_is_read_is_still_read() {
+    let live = Path::from("tables/gpu_samples/date=2024-09-18/b-00001.parquet");
+    let places = [
+        live.clone(),
+        Aside::Staged.of(&live),
+        Aside::Superseded.of(&live),
+    ];
+    // Every move between two places (placement, retirement, a file made active again), at the
+    // moment the reader has just missed it in the place it moves to.
+    for from in &places {
+        for to in places.iter().filter(|to| *to != from) {
+            for ranged in [false, true] {
+                let inner: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+                inner
+                    .put(from, PutPayload::from_static(b"PAR1"))
+                    .await
+                    .unwrap();
+                let store = AsideFallback::over(Arc::new(MovesWhenMissed {
+                    inner,
+                    trigger: to.clone(),
+                    from: from.clone(),
+                    to: to.clone(),
+                    moved: false.into(),
+                }));
+                let read = if ranged {
+                    store.get_ranges(&live, &[1..3]).await.map(|r| r.concat())
+                } else {
+                    match store.get(&live).await {
+                        Ok(found) => {
+                            assert_eq!(found.meta.location, live, "as DataFusion listed it");
+                            found.bytes().await.map(|b| b.to_vec())
+                        }
+                        Err(error) => Err(error),
+                    }
+                };
+                let expected: &[u8] = if ranged { b"AR" } else { b"PAR1" };
+                assert_eq!(
+                    read.unwrap_or_else(|e| panic!("{from} → {to} (ranged: {ranged}): {e}")),
+                    expected
+                );
+            }
+        }
+    }
+    // A file in no place at all is an error naming its `tables/` key.
+    let store = AsideFallback::over(Arc::new(object_store::memory::InMemory::new()));
+    let error = store.get(&live).await.unwrap_err();
+    assert!(error.to_string().contains(live.as_ref()), "{error}");
+}
