@@ -270,6 +270,21 @@ fn a_worker_lost_mid_query_fails_it_clearly() {
         "600s",
     ]);
     let admin = ledger.token("admin", None);
+    // Prometheus sees which workers get work.
+    let worker_up = |worker: &str| -> String {
+        let metrics = server.metrics();
+        let line = format!("gpuledger_query_worker_up{{worker=\"{worker}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .unwrap_or_else(|| panic!("no {line}in {metrics}"))
+            .to_string()
+    };
+    assert_eq!(
+        live.iter().map(|w| worker_up(w)).collect::<Vec<_>>(),
+        ["1", "1"]
+    );
+    let mut killed = String::new();
     let (status, body) = std::thread::scope(|scope| {
         let request = scope.spawn(|| server.sql(&admin, heavy));
         std::thread::sleep(Duration::from_secs(2));
@@ -278,6 +293,7 @@ fn a_worker_lost_mid_query_fails_it_clearly() {
             "the heavy query ended before the kill"
         );
         let busiest = workers.busiest();
+        killed.clone_from(&workers.addresses[busiest]);
         workers.kill(busiest);
         request.join().unwrap()
     });
@@ -293,6 +309,11 @@ fn a_worker_lost_mid_query_fails_it_clearly() {
         "{body}"
     );
     std::thread::sleep(Duration::from_secs(2));
+    let survivor = live.iter().find(|w| **w != killed).unwrap();
+    assert_eq!(
+        (worker_up(&killed), worker_up(survivor)),
+        ("0".into(), "1".into())
+    );
     let held = server.rows(
         &admin,
         "SELECT count(*) AS n FROM gpu_hours WHERE team = 'nlp'",

@@ -115,6 +115,22 @@ impl Workers {
     pub fn urls(&self) -> &[Url] {
         &self.urls
     }
+
+    /// Each worker's `host:port` and whether it accepted a connection at the last probe (the
+    /// first call probes first); from then on they are probed every half second, as while
+    /// sessions plan.
+    pub async fn answering(&self) -> Vec<(String, bool)> {
+        if !self.health.probed.load(Ordering::Relaxed) {
+            self.health.probe().await;
+        }
+        self.health.watch();
+        self.health
+            .addresses
+            .iter()
+            .zip(&self.health.down)
+            .map(|(address, down)| (address.clone(), !down.load(Ordering::Relaxed)))
+            .collect()
+    }
 }
 
 /// The workers of every session this process builds, unless its options say otherwise: the
@@ -141,6 +157,8 @@ struct Health {
     /// `host:port` of each worker.
     addresses: Vec<String>,
     down: Vec<AtomicBool>,
+    /// Whether `down` says what a probe found (until the first probe, no worker is down).
+    probed: AtomicBool,
     probing: OnceLock<()>,
 }
 
@@ -161,6 +179,7 @@ impl Health {
                 })
                 .collect(),
             down: urls.iter().map(|_| AtomicBool::new(false)).collect(),
+            probed: AtomicBool::new(false),
             probing: OnceLock::new(),
         }
     }
@@ -186,6 +205,7 @@ impl Health {
                 down.push(address.clone());
             }
         }
+        self.probed.store(true, Ordering::Relaxed);
         down
     }
 

@@ -34,6 +34,10 @@ pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    state
+        .metrics
+        .observe_workers(&gpuledger_query::distributed::Workers::of_this_process())
+        .await;
     (
         [(
             CONTENT_TYPE,

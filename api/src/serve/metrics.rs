@@ -24,6 +24,11 @@ pub struct ScrapeLabel {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WorkerLabel {
+    pub worker: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabel {
     pub route: String,
     pub status: u16,
@@ -54,6 +59,9 @@ pub struct Metrics {
     /// `_staging/`, into `tables/`), `deleted` (after the grace period), `abandoned` (uploads no
     /// commit lists, a day old).
     pub vacuumed_files: Family<OutcomeLabel, Counter>,
+    /// Per query worker of `--workers`: 1 when it accepted a connection at the last probe (it
+    /// is in the plans), 0 when it did not (left out until it answers again).
+    pub query_worker_up: Family<WorkerLabel, Gauge>,
     registry: std::sync::Arc<Registry>,
 }
 
@@ -134,6 +142,12 @@ impl Metrics {
             "Files this replica's vacuum moved out of tables/, moved back, placed, deleted or found abandoned, by outcome",
             vacuumed_files.clone(),
         );
+        let query_worker_up = Family::<WorkerLabel, Gauge>::default();
+        registry.register(
+            "query_worker_up",
+            "Per query worker (--workers): 1 if it answered the coordinator's last probe and gets work, 0 if it is left out of plans",
+            query_worker_up.clone(),
+        );
         Self {
             requests,
             rows_ingested,
@@ -147,6 +161,7 @@ impl Metrics {
             ledger_rounds,
             compacted_files,
             vacuumed_files,
+            query_worker_up,
             registry: std::sync::Arc::new(registry),
         }
     }
@@ -184,6 +199,15 @@ impl Metrics {
                     outcome: outcome.into(),
                 })
                 .inc_by(n);
+        }
+    }
+
+    /// Records which query workers answer now.
+    pub async fn observe_workers(&self, workers: &gpuledger_query::distributed::Workers) {
+        for (worker, up) in workers.answering().await {
+            self.query_worker_up
+                .get_or_create(&WorkerLabel { worker })
+                .set(i64::from(up));
         }
     }
 
