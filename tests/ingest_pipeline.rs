@@ -87,19 +87,24 @@ fn a_file_is_parsed_and_written_a_batch_of_rows_at_a_time() {
         ledger.scalar("select cast(sum(gpu_temp_c) as bigint) from gpu_samples"),
         210
     );
-    let out = ledger.run(&[
-        "ingest",
-        "dcgm",
-        path.to_str().unwrap(),
-        "--batch-rows",
-        "0",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("'0' is not a positive number of rows"),
-        "{}",
-        describe(&out)
-    );
+    // Past 16 Mi rows a batch is refused (the parser numbers held rows in 32 bits).
+    for refused in ["0", "16777217", "18446744073709551615"] {
+        let out = ledger.run(&[
+            "ingest",
+            "dcgm",
+            path.to_str().unwrap(),
+            "--batch-rows",
+            refused,
+        ]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!(
+                "'{refused}' is not a number of rows from 1 to 16777216"
+            )),
+            "{}",
+            describe(&out)
+        );
+    }
 }
 
 #[test]

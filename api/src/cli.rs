@@ -6,7 +6,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use clap::{Parser, Subcommand, ValueEnum};
 use gpuledger_demo::DemoSpec;
 use gpuledger_ingest::pipeline::Source;
-use gpuledger_ingest::record::DEFAULT_BATCH_ROWS;
+use gpuledger_ingest::record::{DEFAULT_BATCH_ROWS, MAX_BATCH_ROWS};
 use gpuledger_ledger::objects::ObjectKind;
 
 #[derive(Debug, Parser)]
@@ -253,7 +253,8 @@ pub struct ServeArgs {
     #[arg(long, env = "GPULEDGER_INGEST_MAX_REJECTIONS", default_value_t = 1000)]
     pub ingest_max_rejections: usize,
     /// Rows an ingest request is parsed and written in at a time (each batch its own Parquet
-    /// file): a request's peak memory grows with this, never with the size of its body.
+    /// file), 1 to 16,777,216: the rows a request holds grow with this, not with the size of its
+    /// body (a remote-write body is decompressed whole; a FOCUS Parquet file is read whole).
     #[arg(long, env = "GPULEDGER_INGEST_BATCH_ROWS", default_value_t = DEFAULT_BATCH_ROWS, value_parser = parse_batch_rows)]
     pub ingest_batch_rows: usize,
     /// How long a body stamped with its arrival time (an untimestamped scrape without `at`) sent
@@ -386,8 +387,8 @@ pub struct IngestArgs {
     #[arg(long, env = "GPULEDGER_INGEST_MAX_DECOMPRESSED_MB")]
     pub max_decompressed_mb: Option<u64>,
 
-    /// Rows parsed and written at a time (each batch its own Parquet file): peak memory grows
-    /// with this, never with the size of the file.
+    /// Rows parsed and written at a time (each batch its own Parquet file), 1 to 16,777,216: the
+    /// rows held grow with this, not with the size of the file (FOCUS Parquet is read whole).
     #[arg(long, env = "GPULEDGER_INGEST_BATCH_ROWS", default_value_t = DEFAULT_BATCH_ROWS, value_parser = parse_batch_rows)]
     pub batch_rows: usize,
 }
@@ -518,11 +519,13 @@ fn parse_seconds(s: &str) -> Result<u32, String> {
         .map_err(|_| format!("'{s}' is not a duration such as 30s or 1m"))
 }
 
-/// A positive number of rows.
+/// A number of rows from 1 to [`MAX_BATCH_ROWS`].
 fn parse_batch_rows(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
-        Ok(rows) if rows > 0 => Ok(rows),
-        _ => Err(format!("'{s}' is not a positive number of rows")),
+        Ok(rows) if (1..=MAX_BATCH_ROWS).contains(&rows) => Ok(rows),
+        _ => Err(format!(
+            "'{s}' is not a number of rows from 1 to {MAX_BATCH_ROWS}"
+        )),
     }
 }
 

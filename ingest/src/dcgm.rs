@@ -42,7 +42,7 @@ use std::ops::ControlFlow;
 use gpuledger_lake::tables::Table;
 
 use crate::error::IngestError;
-use crate::record::{ParseContext, Rejection, Sink};
+use crate::record::{MAX_BATCH_ROWS, ParseContext, Rejection, Sink};
 
 mod lexer;
 mod readings;
@@ -203,7 +203,7 @@ impl<'c> Parser<'c> {
         Self {
             ctx,
             at: ctx.at.timestamp_micros(),
-            batch_rows: ctx.batch_rows.max(1),
+            batch_rows: ctx.batch_rows.clamp(1, MAX_BATCH_ROWS),
             line_number: 0,
             stats: DcgmStats::default(),
             seen_sample_line: false,

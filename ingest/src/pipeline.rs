@@ -330,8 +330,10 @@ pub struct InputLimits {
     pub max_line: Option<Limit>,
     /// Rejected records kept in the quarantine per input; the rest are counted only.
     pub max_rejections_kept: usize,
-    /// Rows a parser emits at a time, each batch written (sorted, encoded) as it comes: an
-    /// input's peak memory grows with this, not with the input's size.
+    /// Rows a parser emits at a time, each batch written (sorted, encoded) as it comes: the rows
+    /// an input holds grow with this, not with the input's size (a remote-write body is
+    /// decompressed whole, a FOCUS Parquet file read whole). At most
+    /// [`crate::record::MAX_BATCH_ROWS`].
     pub batch_rows: usize,
 }
 

@@ -28,6 +28,9 @@ pub fn strict_stop(origin: &str, rejection: Rejection) -> IngestError {
 
 /// The default of [`ParseContext::batch_rows`] and `--ingest-batch-rows`.
 pub const DEFAULT_BATCH_ROWS: usize = 256 * 1024;
+/// The largest [`ParseContext::batch_rows`] a parser uses (larger asks are taken as this): the
+/// dcgm parser holds up to twice a batch and numbers held rows in 32 bits.
+pub const MAX_BATCH_ROWS: usize = 16 << 20;
 
 /// What a parser needs to know besides the bytes.
 #[derive(Debug, Clone)]

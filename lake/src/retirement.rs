@@ -376,6 +376,8 @@ impl ObjectStore for AsideFallback {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        // The options go to every place unchanged: no reader of table files sets a condition
+        // (`if_match`, a version), which a store's copy-and-delete rename could break.
         let mut found = self
             .read_wherever(location, |store, key| {
                 let options = options.clone();

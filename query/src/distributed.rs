@@ -120,7 +120,10 @@ impl Workers {
     /// first call probes first); from then on they are probed every half second, as while
     /// sessions plan.
     pub async fn answering(&self) -> Vec<(String, bool)> {
-        if !self.health.probed.load(Ordering::Relaxed) {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        if !self.health.probed.load(Ordering::Acquire) {
             self.health.probe().await;
         }
         self.health.watch();
@@ -128,7 +131,7 @@ impl Workers {
             .addresses
             .iter()
             .zip(&self.health.down)
-            .map(|(address, down)| (address.clone(), !down.load(Ordering::Relaxed)))
+            .map(|(address, down)| (address.clone(), !down.load(Ordering::Acquire)))
             .collect()
     }
 }
@@ -184,16 +187,19 @@ impl Health {
         }
     }
 
-    /// Connects to every worker now: the addresses of those that do not answer (and they are
+    /// Connects to every worker now, all at once (a probe takes at most [`PROBE_EVERY`] however
+    /// many workers drop packets): the addresses of those that do not answer (and they are
     /// left out of plans until they do).
     async fn probe(&self) -> Vec<String> {
+        let answers = futures::future::join_all(self.addresses.iter().map(|address| async move {
+            tokio::time::timeout(PROBE_EVERY, tokio::net::TcpStream::connect(address))
+                .await
+                .is_ok_and(|connected| connected.is_ok())
+        }))
+        .await;
         let mut down = Vec::new();
-        for (address, flag) in self.addresses.iter().zip(&self.down) {
-            let answers =
-                tokio::time::timeout(PROBE_EVERY, tokio::net::TcpStream::connect(address))
-                    .await
-                    .is_ok_and(|connected| connected.is_ok());
-            let was_down = flag.swap(!answers, Ordering::Relaxed);
+        for ((address, flag), answers) in self.addresses.iter().zip(&self.down).zip(answers) {
+            let was_down = flag.swap(!answers, Ordering::AcqRel);
             match (was_down, answers) {
                 (true, true) => tracing::info!("worker {address} answers again"),
                 (false, false) => {
@@ -205,7 +211,7 @@ impl Health {
                 down.push(address.clone());
             }
         }
-        self.probed.store(true, Ordering::Relaxed);
+        self.probed.store(true, Ordering::Release);
         down
     }
 

@@ -58,7 +58,8 @@ impl WideRows {
         match self.rows.entry((series as u32, ts)) {
             Entry::Occupied(row) => Some(*row.get() as usize),
             Entry::Vacant(_)
-                if held >= 2 * batch_rows || (new_time && held + self.run > batch_rows) =>
+                if held >= batch_rows.saturating_mul(2)
+                    || (new_time && held + self.run > batch_rows) =>
             {
                 None
             }

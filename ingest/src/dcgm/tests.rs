@@ -878,6 +878,24 @@ fn batch_sizes(sink: &CollectSink) -> Vec<(Table, usize)> {
 }
 
 #[test]
+fn a_batch_size_past_what_the_parser_holds_is_taken_as_its_largest() {
+    // Twice usize::MAX rows once overflowed (a panic, or a batch of 0 rows in release).
+    for batch_rows in [usize::MAX, usize::MAX / 2 + 1, MAX_BATCH_ROWS + 1] {
+        let mut ctx = context();
+        ctx.batch_rows = batch_rows;
+        let (sink, stats) = run_with(&three_scrapes(), &ctx);
+        assert_eq!(stats, self::stats(18, 18, 6, 6), "{batch_rows}");
+        // All three scrapes in one batch per table, as with any batch larger than the input.
+        let (wide, extra) = (Table::GpuSamples, Table::GpuSamplesExtra);
+        assert_eq!(
+            batch_sizes(&sink),
+            vec![(wide, 6), (extra, 6)],
+            "{batch_rows}"
+        );
+    }
+}
+
+#[test]
 fn batches_are_emitted_as_rows_complete() {
     let mut ctx = context();
     ctx.batch_rows = 2;

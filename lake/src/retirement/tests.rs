@@ -162,15 +162,15 @@ async fn a_landed_file_reads_the_same_before_and_after_its_placement() {
     .await;
 }
 
-/// A store that moves one object, once, the moment a read of `trigger` finds nothing there: the
-/// worst timing for a reader, which looked at the file's new place just before it arrived.
+/// A store that moves an object the moment a read finds nothing where it is about to arrive:
+/// the worst timing for a reader, which looked at the file's new place just before it got there.
+/// The moves happen one after another, each once.
 #[derive(Debug)]
 struct MovesWhenMissed {
     inner: Arc<dyn ObjectStore>,
-    trigger: Path,
-    from: Path,
-    to: Path,
-    moved: std::sync::atomic::AtomicBool,
+    /// (from, to) in order.
+    moves: Vec<(Path, Path)>,
+    made: std::sync::atomic::AtomicUsize,
 }
 
 impl MovesWhenMissed {
@@ -179,11 +179,14 @@ impl MovesWhenMissed {
         location: &Path,
         read: object_store::Result<T>,
     ) -> object_store::Result<T> {
-        if matches!(read, Err(object_store::Error::NotFound { .. }))
-            && *location == self.trigger
-            && !self.moved.swap(true, std::sync::atomic::Ordering::SeqCst)
+        use std::sync::atomic::Ordering::SeqCst;
+        let next = self.made.load(SeqCst);
+        if let Some((from, to)) = self.moves.get(next)
+            && matches!(read, Err(object_store::Error::NotFound { .. }))
+            && location == to
         {
-            self.inner.rename(&self.from, &self.to).await.unwrap();
+            self.inner.rename(from, to).await.unwrap();
+            self.made.store(next + 1, SeqCst);
         }
         read
     }
@@ -260,48 +263,61 @@ impl ObjectStore for MovesWhenMissed {
 #[tokio::test]
 async fn a_table_file_that_moves_while_it_is_read_is_still_read() {
     let live = Path::from("tables/gpu_samples/date=2024-09-18/b-00001.parquet");
-    let places = [
+    let (tables, staged, superseded) = (
         live.clone(),
         Aside::Staged.of(&live),
         Aside::Superseded.of(&live),
+    );
+    // The moves a reader can miss: into a place it looks at before the one the file leaves
+    // (it reads tables/, _staging/, _superseded/ in that order; a move the other way is found
+    // where it arrives). Placement, a file made active again, and one moved twice, which only
+    // a third look finds.
+    let cases = [
+        vec![(staged.clone(), tables.clone())],
+        vec![(superseded.clone(), tables.clone())],
+        vec![(superseded.clone(), staged.clone())],
+        vec![
+            (superseded.clone(), staged.clone()),
+            (staged.clone(), tables.clone()),
+        ],
     ];
-    // Every move between two places (placement, retirement, a file made active again), at the
-    // moment the reader has just missed it in the place it moves to.
-    for from in &places {
-        for to in places.iter().filter(|to| *to != from) {
-            for ranged in [false, true] {
-                let inner: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
-                inner
-                    .put(from, PutPayload::from_static(b"PAR1"))
+    for moves in cases {
+        for ranged in [false, true] {
+            let inner: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+            inner
+                .put(&moves[0].0, PutPayload::from_static(b"PAR1"))
+                .await
+                .unwrap();
+            let moving = Arc::new(MovesWhenMissed {
+                inner,
+                moves: moves.clone(),
+                made: 0.into(),
+            });
+            let store = AsideFallback::over(Arc::clone(&moving) as Arc<dyn ObjectStore>);
+            let read = if ranged {
+                store
+                    .get_ranges(&live, &[1..2, 2..3])
                     .await
-                    .unwrap();
-                let store = AsideFallback::over(Arc::new(MovesWhenMissed {
-                    inner,
-                    trigger: to.clone(),
-                    from: from.clone(),
-                    to: to.clone(),
-                    moved: false.into(),
-                }));
-                let read = if ranged {
-                    store
-                        .get_ranges(&live, &[1..2, 2..3])
-                        .await
-                        .map(|r| r.concat())
-                } else {
-                    match store.get(&live).await {
-                        Ok(found) => {
-                            assert_eq!(found.meta.location, live, "as DataFusion listed it");
-                            found.bytes().await.map(|b| b.to_vec())
-                        }
-                        Err(error) => Err(error),
+                    .map(|r| r.concat())
+            } else {
+                match store.get(&live).await {
+                    Ok(found) => {
+                        assert_eq!(found.meta.location, live, "as DataFusion listed it");
+                        found.bytes().await.map(|b| b.to_vec())
                     }
-                };
-                let expected: &[u8] = if ranged { b"AR" } else { b"PAR1" };
-                assert_eq!(
-                    read.unwrap_or_else(|e| panic!("{from} → {to} (ranged: {ranged}): {e}")),
-                    expected
-                );
-            }
+                    Err(error) => Err(error),
+                }
+            };
+            let expected: &[u8] = if ranged { b"AR" } else { b"PAR1" };
+            assert_eq!(
+                read.unwrap_or_else(|e| panic!("{moves:?} (ranged: {ranged}): {e}")),
+                expected
+            );
+            assert_eq!(
+                moving.made.load(std::sync::atomic::Ordering::SeqCst),
+                moves.len(),
+                "every move happened under the read: {moves:?}"
+            );
         }
     }
     // A file in no place at all is an error naming its `tables/` key.
