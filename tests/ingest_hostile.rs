@@ -10,7 +10,7 @@ use flate2::write::GzEncoder;
 use reqwest::blocking::Body;
 use serde_json::Value;
 
-use crate::support::{Ledger, Server, describe, ledgers, vm_rss_kb};
+use crate::support::{Ledger, Server, describe, ledgers, memory_kb};
 
 /// One GPU's scrape without timestamps: what dcgm-exporter serves.
 const SCRAPE: &str = "\
@@ -180,7 +180,7 @@ fn gzip_bombs_and_endless_lines_are_refused_with_413() {
     assert!(newlines.len() < 2 << 20, "{}", newlines.len());
     let focus_header =
         b"BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd\n";
-    let rss_before = vm_rss_kb(server.pid());
+    let rss_before = memory_kb(server.pid(), "VmRSS");
     for (source, body) in [
         ("dcgm", newlines.clone()),
         ("tokens", newlines.clone()),
@@ -216,7 +216,7 @@ fn gzip_bombs_and_endless_lines_are_refused_with_413() {
         problem["detail"],
         "http:dcgm:3: the line is longer than 1024 KiB (the limit --ingest-max-line-kb)"
     );
-    let rss_after = vm_rss_kb(server.pid());
+    let rss_after = memory_kb(server.pid(), "VmRSS");
     assert!(
         rss_after < rss_before + 200 * 1024,
         "RSS grew from {rss_before} KiB to {rss_after} KiB"

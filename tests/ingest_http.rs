@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use reqwest::blocking::Body;
 use serde_json::{Value, json};
 
-use crate::support::{Server, exporter, ledgers, protobuf, shared};
+use crate::support::{Server, exporter, ledgers, memory_kb, protobuf, shared};
 
 /// One GPU's scrape, without timestamps: two wide fields and one the wide table does not know.
 const SCRAPE: &str = "\
@@ -374,16 +374,6 @@ impl Read for GeneratedScrapes {
     }
 }
 
-/// A field of /proc/<pid>/status in KiB, e.g. VmRSS or VmHWM (the peak).
-fn memory_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(&format!("{field}:")))
-        .unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[test]
 fn a_large_body_streams_through_in_bounded_memory() {
     let ledger = ledgers().remove(0);
@@ -402,7 +392,7 @@ fn a_large_body_streams_through_in_bounded_memory() {
     );
     // The peak so far (start-up, the warm-up) is forgotten: VmHWM restarts from VmRSS.
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
-    let before = memory_kib(pid, "VmHWM");
+    let before = memory_kb(pid, "VmHWM");
 
     // 8 400 scrapes × 80 lines of ~300 bytes: about 200 MB, sent chunked (no Content-Length).
     let scrapes = 8_400;
@@ -425,7 +415,7 @@ fn a_large_body_streams_through_in_bounded_memory() {
     );
     // One wide row per GPU and scrape.
     assert_eq!(report["rows"], json!({"gpu_samples": scrapes * 8}));
-    let peak = memory_kib(pid, "VmHWM");
+    let peak = memory_kb(pid, "VmHWM");
     let growth_mib = peak.saturating_sub(before) / 1024;
     eprintln!("200 MB streamed: the server grew by {growth_mib} MiB at its peak");
     // A body held whole would add its 200 MB at least, its rows as one batch about 120 MiB.

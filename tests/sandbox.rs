@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::golden::load_worked_example;
-use crate::support::{self, Ledger, Server, describe, ledgers, psql_sqlstate, psycopg, vm_rss_kb};
+use crate::support::{self, Ledger, Server, describe, ledgers, memory_kb, psql_sqlstate, psycopg};
 
 /// `psql` as `token` running `command`, in unaligned, tuples-only output.
 fn psql(server: &Server, token: &str, command: &str) -> Output {
@@ -239,7 +239,7 @@ fn functions_that_build_huge_values_fail_alone() {
         "select length(string_agg(repeat('x', 4000), ',')) from generate_series(1, 500000)",
     );
     assert_eq!((status, sqlstate.as_str()), (422, "53200"));
-    let rss_mb = vm_rss_kb(server.pid()) / 1024;
+    let rss_mb = memory_kb(server.pid(), "VmRSS") / 1024;
     assert!(rss_mb < 1024, "RSS {rss_mb} MB");
     assert_eq!(server.rows(&reader, "select 1 as one")[0]["one"], 1);
 }
@@ -398,9 +398,9 @@ fn postgres_connections_do_not_leak() {
         assert!(out.status.success(), "{}", describe(&out));
     };
     rounds(15);
-    let warm = vm_rss_kb(server.pid());
+    let warm = memory_kb(server.pid(), "VmRSS");
     rounds(300);
-    let after = vm_rss_kb(server.pid());
+    let after = memory_kb(server.pid(), "VmRSS");
     let grown_mb = after.saturating_sub(warm) / 1024;
     assert!(
         grown_mb < 50,

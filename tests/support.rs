@@ -141,14 +141,14 @@ pub fn shared(relative: &str) -> Option<PathBuf> {
     gpuledger_ingest::testdata::shared_data(relative)
 }
 
-/// The resident set of process `pid` (`VmRSS` of `/proc/<pid>/status`), in kB.
-pub fn vm_rss_kb(pid: u32) -> u64 {
+/// A memory field of `/proc/<pid>/status` in kB: `VmRSS` (resident now) or `VmHWM` (its peak).
+pub fn memory_kb(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
 /// `gpuledger serve` on free loopback ports, stopped (SIGTERM, then waited for) when dropped.
