@@ -168,11 +168,21 @@ impl Ledger {
     pub fn serve(&self, extra: &[&str]) -> Server {
         serve_command(self.command(), extra)
     }
+
+    /// [`Self::serve`] with the server's log (its stderr) written to `log`.
+    pub fn serve_logging_to(&self, extra: &[&str], log: &Path) -> Server {
+        let log = std::fs::File::create(log).expect("create the server's log");
+        spawn_serve(self.command(), extra, Stdio::from(log))
+    }
 }
 
 /// [`Ledger::serve`] for a `gpuledger` command set up by the caller (another `--data`, its
 /// environment): `serve --listen 127.0.0.1:0 --pg-listen 127.0.0.1:0 <extra>`.
-pub fn serve_command(mut command: Command, extra: &[&str]) -> Server {
+pub fn serve_command(command: Command, extra: &[&str]) -> Server {
+    spawn_serve(command, extra, Stdio::inherit())
+}
+
+fn spawn_serve(mut command: Command, extra: &[&str], stderr: Stdio) -> Server {
     {
         use std::io::BufRead;
         let live = if extra.contains(&"--ledger-interval") {
@@ -191,7 +201,7 @@ pub fn serve_command(mut command: Command, extra: &[&str]) -> Server {
             .args(live)
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawn gpuledger serve");
         let stdout = child.stdout.take().unwrap();
@@ -292,17 +302,27 @@ impl Server {
     }
 }
 
+impl Server {
+    /// SIGTERM, the graceful path users take: its exit status once it has stopped.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.terminate().expect("wait for serve")
+    }
+
+    fn terminate(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status()?;
+        self.child.wait()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         // Already killed and reaped: its pid may belong to another process by now.
         if matches!(self.child.try_wait(), Ok(Some(_))) {
             return;
         }
-        // SIGTERM: the graceful path users take.
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
+        let _ = self.terminate();
     }
 }
 

@@ -233,7 +233,8 @@ pub struct ServeArgs {
     #[arg(long, env = "GPULEDGER_RETAIN_SUPERSEDED", default_value = "1h")]
     pub retain_superseded: humantime::Duration,
 
-    /// How often every budget is evaluated and new threshold crossings alerted, e.g. 5m or 30s.
+    /// How often every budget is evaluated and new threshold crossings alerted, e.g. 5m or 30s;
+    /// 0s turns budget alerts off.
     #[arg(long, env = "GPULEDGER_BUDGET_INTERVAL", default_value = "5m")]
     pub budget_interval: humantime::Duration,
     /// The largest ingest request body (as sent, before gunzip), in MiB; past it the answer is 413.

@@ -21,22 +21,20 @@ const ATTEMPTS: i64 = 5;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Runs the evaluator until the process ends: a round at start, then one every `interval`.
-pub fn spawn(state: AppState, interval: Duration) {
-    let client = reqwest::Client::builder()
+/// The client webhooks are called with.
+pub fn webhook_client() -> reqwest::Client {
+    reqwest::Client::builder()
         .timeout(WEBHOOK_TIMEOUT)
         .build()
-        .expect("an HTTP client with rustls");
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
-            if let Err(error) = evaluate(&state, &client).await {
-                tracing::error!(%error, "budget evaluation failed");
-            }
-        }
-    });
+        .expect("an HTTP client with rustls")
+}
+
+/// A round of the evaluator `serve` runs every `--budget-interval` from start (never with `0s`,
+/// which turns budget alerts off).
+pub async fn run_round(state: &AppState, client: &reqwest::Client) {
+    if let Err(error) = evaluate(state, client).await {
+        tracing::error!(%error, "budget evaluation failed");
+    }
 }
 
 /// One round over every budget, on a ledger brought up to date first.

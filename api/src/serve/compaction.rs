@@ -12,35 +12,25 @@ use gpuledger_lake::compaction::{CompactOptions, pass};
 
 use super::AppState;
 
-pub fn spawn(state: AppState, interval: Duration, retain: Duration) {
-    if interval.is_zero() {
-        return;
-    }
-    let owner = format!("serve-{}", uuid::Uuid::new_v4());
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticks.tick().await;
-        loop {
-            ticks.tick().await;
-            match pass(&state.lake, &CompactOptions::default(), retain, &owner).await {
-                Ok(Some((compacted, settled))) => {
-                    state.metrics.observe_compaction(&compacted, &settled);
-                    if compacted.merges > 0 || settled != Default::default() {
-                        tracing::info!(
-                            merged = compacted.files_merged,
-                            written = compacted.files_written,
-                            moved = settled.moved,
-                            placed = settled.placed,
-                            deleted = settled.deleted,
-                            abandoned = settled.abandoned,
-                            "compaction pass"
-                        );
-                    }
-                }
-                Ok(None) => {}
-                Err(error) => tracing::error!(%error, "compaction pass failed"),
+/// One pass as the holder of the `compaction` lease (`owner`): a round of the loop `serve` runs
+/// every `--compact-interval` (never with `0s`, which leaves it to `gpuledger compact`).
+pub async fn run_pass(state: &AppState, retain: Duration, owner: &str) {
+    match pass(&state.lake, &CompactOptions::default(), retain, owner).await {
+        Ok(Some((compacted, settled))) => {
+            state.metrics.observe_compaction(&compacted, &settled);
+            if compacted.merges > 0 || settled != Default::default() {
+                tracing::info!(
+                    merged = compacted.files_merged,
+                    written = compacted.files_written,
+                    moved = settled.moved,
+                    placed = settled.placed,
+                    deleted = settled.deleted,
+                    abandoned = settled.abandoned,
+                    "compaction pass"
+                );
             }
         }
-    });
+        Ok(None) => {}
+        Err(error) => tracing::error!(%error, "compaction pass failed"),
+    }
 }

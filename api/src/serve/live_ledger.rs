@@ -166,31 +166,21 @@ impl gpuledger_report::LedgerReady for Current {
     }
 }
 
-/// Runs a round at start and then every `interval` until the process ends (never with a zero
-/// interval: `--ledger-interval 0s` leaves the ledger to `gpuledger ledger build`).
-pub fn spawn(state: AppState) {
-    let interval = state.ledger.interval;
-    if interval.is_zero() {
-        return;
+/// Brings the ledger up to date with what landed, and says how far behind it is: a round of the
+/// loop `serve` runs every `--ledger-interval` from start (never with `0s`, which leaves the
+/// ledger to `gpuledger ledger build`).
+pub async fn run_round(state: &AppState) {
+    let outcome = state.ledger.catch_up(&state.lake).await;
+    state.metrics.observe_ledger_round(&outcome);
+    if let Err(error) = outcome {
+        tracing::error!(%error, "ledger round failed");
     }
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
-            let outcome = state.ledger.catch_up(&state.lake).await;
-            state.metrics.observe_ledger_round(&outcome);
-            if let Err(error) = outcome {
-                tracing::error!(%error, "ledger round failed");
-            }
-            if let Ok((newest_input, built)) = state.lake.catalog().ledger_freshness().await {
-                state
-                    .metrics
-                    .ledger_lag_seconds
-                    .set(lag_seconds(newest_input, built));
-            }
-        }
-    });
+    if let Ok((newest_input, built)) = state.lake.catalog().ledger_freshness().await {
+        state
+            .metrics
+            .ledger_lag_seconds
+            .set(lag_seconds(newest_input, built));
+    }
 }
 
 /// Seconds the newest build is behind the newest input; 0 when it is not behind.

@@ -10,6 +10,7 @@
 //! - `reports.rs`: the weekly report and its scheduled exports (the schedule runs beside the server);
 //! - `ledger.rs`: the ledger's balance over a window; `live_ledger.rs`: the continuous build;
 //! - `compaction.rs`: the background compaction and vacuum of the lake's files;
+//! - `background.rs`: those loops, the scrapes and the Postgres listener, stopped together;
 //! - `metrics.rs`: the service's own Prometheus metrics;
 //! - `pgwire/`: the PostgreSQL wire protocol (psql, DBeaver, Grafana), on its own port;
 //! - `web.rs`: the dashboard (`web/`), at `/`.
@@ -19,6 +20,7 @@
 
 mod alerts;
 pub mod auth;
+mod background;
 mod budgets;
 mod compaction;
 mod costs;
@@ -60,6 +62,7 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::cli::ServeArgs;
 use crate::error::ApiError;
 use auth::Principal;
+use background::{Background, FirstRound};
 use metrics::{Metrics, RouteLabel};
 
 /// What every handler shares. Cheap to clone.
@@ -300,13 +303,30 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
         expression => Some(gpuledger_report::export::parse_schedule(expression)?),
     };
     let state = AppState::new(lake.clone(), &args);
-    live_ledger::spawn(state.clone());
-    compaction::spawn(
-        state.clone(),
-        args.compact_interval.into(),
-        args.retain_superseded.into(),
-    );
-    alerts::spawn(state.clone(), args.budget_interval.into());
+    let mut background = Background::default();
+    background.every(args.ledger_interval.into(), FirstRound::AtStart, {
+        let state = state.clone();
+        move || {
+            let state = state.clone();
+            async move { live_ledger::run_round(&state).await }
+        }
+    });
+    // After an interval: compaction.rs says why.
+    background.every(args.compact_interval.into(), FirstRound::AfterAnInterval, {
+        let (state, retain) = (state.clone(), args.retain_superseded.into());
+        let owner = format!("serve-{}", uuid::Uuid::new_v4());
+        move || {
+            let (state, owner) = (state.clone(), owner.clone());
+            async move { compaction::run_pass(&state, retain, &owner).await }
+        }
+    });
+    background.every(args.budget_interval.into(), FirstRound::AtStart, {
+        let (state, client) = (state.clone(), alerts::webhook_client());
+        move || {
+            let (state, client) = (state.clone(), client.clone());
+            async move { alerts::run_round(&state, &client).await }
+        }
+    });
     let shutting_down = Arc::clone(&state.shutting_down);
     let (stop_exports, exports_stopped) = tokio::sync::oneshot::channel::<()>();
     let metrics = state.metrics.clone();
@@ -337,15 +357,15 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
         })
     });
     // Bound first, so that once HTTP's line is out both ports take connections.
-    let postgres = pgwire::listen(state.clone(), &args)
-        .await?
-        .map(tokio::spawn);
+    if let Some(postgres) = pgwire::listen(state.clone(), &args).await? {
+        background.run(postgres);
+    }
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
     let address: SocketAddr = listener.local_addr()?;
     tracing::info!(%address, "serving");
     // Said on stdout so that scripts and tests can wait for it.
     println!("gpuledger serving http://{address}");
-    let scraper = scrape::spawn(state.clone());
+    background.run(scrape::run(state.clone()));
     let limits = ConnectionLimits {
         header_timeout: args.header_timeout.into(),
         max_connections: args.max_connections.max(1),
@@ -356,10 +376,7 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
         tracing::info!("shutting down: finishing in-flight requests");
     })
     .await;
-    scraper.abort();
-    if let Some(postgres) = postgres {
-        postgres.abort();
-    }
+    background.stop().await;
     let _ = stop_exports.send(());
     if let Some(exports) = exports {
         exports.await?;

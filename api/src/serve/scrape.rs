@@ -21,55 +21,53 @@ use super::metrics::ScrapeLabel;
 /// How often the targets are read again from the catalog.
 const RELOAD_EVERY: Duration = Duration::from_secs(2);
 
-/// Starts the scheduler; aborting the task stops it and every scrape loop.
-pub fn spawn(state: AppState) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let client = reqwest::Client::new();
-        // By target name: the spec it runs with, and its task (stopped when dropped).
-        let mut running: HashMap<String, (Value, Scraping)> = HashMap::new();
-        let mut reload = tokio::time::interval(RELOAD_EVERY);
-        loop {
-            reload.tick().await;
-            let targets = match state.lake.catalog().objects_of::<ScrapeTargetSpec>().await {
-                Ok(targets) => targets,
+/// The scheduler: runs until dropped, and dropping it stops every scrape loop.
+pub async fn run(state: AppState) {
+    let client = reqwest::Client::new();
+    // By target name: the spec it runs with, and its task (stopped when dropped).
+    let mut running: HashMap<String, (Value, Scraping)> = HashMap::new();
+    let mut reload = tokio::time::interval(RELOAD_EVERY);
+    loop {
+        reload.tick().await;
+        let targets = match state.lake.catalog().objects_of::<ScrapeTargetSpec>().await {
+            Ok(targets) => targets,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the scrape targets; trying again");
+                continue;
+            }
+        };
+        running.retain(|name, (spec, _)| {
+            let current = targets
+                .iter()
+                .any(|t| t.name() == name && &t.object.spec == spec);
+            if !current {
+                tracing::info!(target = %name, "scrape target removed or changed");
+            }
+            current
+        });
+        for target in targets {
+            if running.contains_key(target.name()) {
+                continue;
+            }
+            // Validated when it was stored; a period that no longer reads is skipped.
+            let period = match target.spec.period() {
+                Ok(period) => period,
                 Err(error) => {
-                    tracing::warn!(%error, "cannot read the scrape targets; trying again");
+                    tracing::warn!(target = %target.name(), %error, "skipping a scrape target");
                     continue;
                 }
             };
-            running.retain(|name, (spec, _)| {
-                let current = targets
-                    .iter()
-                    .any(|t| t.name() == name && &t.object.spec == spec);
-                if !current {
-                    tracing::info!(target = %name, "scrape target removed or changed");
-                }
-                current
-            });
-            for target in targets {
-                if running.contains_key(target.name()) {
-                    continue;
-                }
-                // Validated when it was stored; a period that no longer reads is skipped.
-                let period = match target.spec.period() {
-                    Ok(period) => period,
-                    Err(error) => {
-                        tracing::warn!(target = %target.name(), %error, "skipping a scrape target");
-                        continue;
-                    }
-                };
-                tracing::info!(target = %target.name(), url = %target.spec.url, "scraping");
-                let task = tokio::spawn(scrape_every(
-                    state.clone(),
-                    client.clone(),
-                    target.name().to_string(),
-                    target.spec,
-                    period,
-                ));
-                running.insert(target.object.name, (target.object.spec, Scraping(task)));
-            }
+            tracing::info!(target = %target.name(), url = %target.spec.url, "scraping");
+            let task = tokio::spawn(scrape_every(
+                state.clone(),
+                client.clone(),
+                target.name().to_string(),
+                target.spec,
+                period,
+            ));
+            running.insert(target.object.name, (target.object.spec, Scraping(task)));
         }
-    })
+    }
 }
 
 /// A target's scrape loop, stopped when the target is dropped from the running set (or the
