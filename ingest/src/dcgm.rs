@@ -21,7 +21,7 @@
 //! interleaving, and remote-write's series-by-series samples. The rows held in memory are found by
 //! (series, time) in a hash map, and leave sorted by the table's sort order (cluster, node, GPU
 //! UUID, MIG instance, time, then the other identity columns), so the same samples give the same
-//! batches in every order. Rows are held until about `ParseContext::batch_rows` of them are open:
+//! batches in every order. Rows are held until about `InputLimits::batch_rows` of them are open:
 //! when a new time starts and the scrape that follows would not fit (a scrape is predicted to be as
 //! large as the last one), or at twice that many rows whatever the time, the held rows are emitted.
 //! Scrape-grouped input therefore lands each (series, time) once unless one scrape alone exceeds
@@ -74,7 +74,7 @@ pub struct DcgmStats {
 }
 
 /// Parses one dcgm-exporter text input and streams its rows to `sink`: `gpu_samples` batches of at
-/// most `ctx.batch_rows` rows as the held rows fill (see the module doc), `gpu_samples_extra`
+/// most `ctx.limits.batch_rows` rows as the held rows fill (see the module doc), `gpu_samples_extra`
 /// batches as they fill.
 pub fn parse(
     input: &mut dyn BufRead,
@@ -203,7 +203,7 @@ impl<'c> Parser<'c> {
         Self {
             ctx,
             at: ctx.at.timestamp_micros(),
-            batch_rows: ctx.batch_rows.clamp(1, MAX_BATCH_ROWS),
+            batch_rows: ctx.limits.batch_rows.clamp(1, MAX_BATCH_ROWS),
             line_number: 0,
             stats: DcgmStats::default(),
             seen_sample_line: false,

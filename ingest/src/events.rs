@@ -334,7 +334,7 @@ impl<'a> Output<'a> {
     fn new(sink: &'a mut dyn Sink, ctx: &ParseContext) -> Self {
         Self {
             sink,
-            batch_rows: ctx.batch_rows.max(1),
+            batch_rows: ctx.limits.batch_rows.max(1),
             rows: Vec::new(),
             seen: HashSet::new(),
             stats: Stats::default(),

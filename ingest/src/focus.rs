@@ -68,7 +68,7 @@ pub struct FocusStats {
 }
 
 /// Reads a FOCUS export, CSV or Parquet (told apart by the Parquet magic `PAR1`), into
-/// `billing_lines` batches of at most `ctx.batch_rows` rows. A whole input that is not FOCUS (no
+/// `billing_lines` batches of at most `ctx.limits.batch_rows` rows. A whole input that is not FOCUS (no
 /// `ChargePeriodStart`, `ChargePeriodEnd`, `BilledCost` or `EffectiveCost` column) is an [`IngestError::Format`]
 /// that says which provider-native format it looks like, when it is a known one.
 pub fn parse(

@@ -6,6 +6,7 @@ use std::io::BufRead;
 
 use chrono::DateTime;
 
+use crate::pipeline::Limit;
 use crate::record::{CollectSink, ParseContext};
 
 /// A parser under fuzzing: the name is the fuzz target's and its corpus folder's
@@ -47,9 +48,11 @@ pub fn parse(target: Target, data: &[u8]) {
     let at = DateTime::from_timestamp(1_793_613_600, 0).expect("a time");
     let mut ctx = ParseContext::new("fuzz", at);
     ctx.cluster = Some("c".into());
-    ctx.batch_rows = 7;
-    ctx.max_decompressed = Some(16 << 20);
-    ctx.max_decompressed_name = "--ingest-max-decompressed-mb";
+    ctx.limits.batch_rows = 7;
+    ctx.limits.max_decompressed = Some(Limit {
+        bytes: 16 << 20,
+        name: "--ingest-max-decompressed-mb",
+    });
     let mut sink = CollectSink::default();
     let compressed;
     let mut input: &[u8] = data;

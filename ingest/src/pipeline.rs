@@ -459,11 +459,7 @@ pub async fn ingest(
     let mut context = options.context.clone();
     let strict = options.strict;
     let limits = options.limits;
-    context.batch_rows = limits.batch_rows;
-    if let Some(limit) = limits.max_decompressed {
-        context.max_decompressed = Some(limit.bytes);
-        context.max_decompressed_name = limit.name;
-    }
+    context.limits = limits;
     let parser =
         tokio::task::spawn_blocking(move || -> Result<(Parsed, Kept, Sha256), IngestError> {
             let breach = Arc::new(std::sync::Mutex::new(None));

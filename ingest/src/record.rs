@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use gpuledger_lake::tables::Table;
 
 use crate::error::IngestError;
+use crate::pipeline::InputLimits;
 
 pub use gpuledger_lake::Rejection;
 
@@ -26,9 +27,9 @@ pub fn strict_stop(origin: &str, rejection: Rejection) -> IngestError {
     }
 }
 
-/// The default of [`ParseContext::batch_rows`] and `--ingest-batch-rows`.
+/// The default of [`InputLimits::batch_rows`] and `--ingest-batch-rows`.
 pub const DEFAULT_BATCH_ROWS: usize = 256 * 1024;
-/// The largest [`ParseContext::batch_rows`] a parser uses (larger asks are taken as this): the
+/// The largest [`InputLimits::batch_rows`] a parser uses (larger asks are taken as this): the
 /// dcgm parser holds up to twice a batch and numbers held rows in 32 bits.
 pub const MAX_BATCH_ROWS: usize = 16 << 20;
 
@@ -47,12 +48,10 @@ pub struct ParseContext {
     pub date_format: Option<String>,
     /// Labels added to every dcgm series that lacks them (a scrape target's labels).
     pub labels: Vec<(String, String)>,
-    /// Rows per emitted batch: bounds memory on large inputs (the pipeline sets it from
-    /// [`crate::pipeline::InputLimits::batch_rows`]).
-    pub batch_rows: usize,
-    /// The most bytes a parser may decompress itself (remote-write's snappy), and the limit's name.
-    pub max_decompressed: Option<u64>,
-    pub max_decompressed_name: &'static str,
+    /// The input's limits as the parser sees them: rows per emitted batch, and the most bytes it
+    /// may decompress itself (remote-write's snappy). Set by the pipeline from
+    /// [`crate::pipeline::IngestOptions::limits`], the one place callers give them.
+    pub(crate) limits: InputLimits,
 }
 
 impl ParseContext {
@@ -64,9 +63,7 @@ impl ParseContext {
             tz: chrono_tz::UTC,
             date_format: None,
             labels: Vec::new(),
-            batch_rows: DEFAULT_BATCH_ROWS,
-            max_decompressed: None,
-            max_decompressed_name: "",
+            limits: InputLimits::default(),
         }
     }
 }

@@ -78,13 +78,13 @@ pub fn parse(
             origin: ctx.origin.clone(),
             source,
         })?;
-    if let Some(max_bytes) = ctx.max_decompressed
-        && snap::raw::decompress_len(&compressed).is_ok_and(|len| len as u64 > max_bytes)
+    if let Some(limit) = ctx.limits.max_decompressed
+        && snap::raw::decompress_len(&compressed).is_ok_and(|len| len as u64 > limit.bytes)
     {
         return Err(IngestError::TooLarge {
             origin: ctx.origin.clone(),
-            max_bytes,
-            limit: ctx.max_decompressed_name,
+            max_bytes: limit.bytes,
+            limit: limit.name,
         });
     }
     let body = snap::raw::Decoder::new()

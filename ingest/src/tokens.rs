@@ -52,14 +52,14 @@ pub struct TokenStats {
     pub skipped_spans: u64,
 }
 
-/// Parses gateway usage records and emits `token_usage` batches of at most `ctx.batch_rows` rows.
+/// Parses gateway usage records and emits `token_usage` batches of at most `ctx.limits.batch_rows` rows.
 pub fn parse(
     input: &mut dyn BufRead,
     ctx: &ParseContext,
     sink: &mut dyn Sink,
 ) -> Result<TokenStats, IngestError> {
     let mut records = JsonRecords::new(input, &ctx.origin, "JSON gateway usage");
-    let mut landing = Landing::new(sink, ctx.batch_rows);
+    let mut landing = Landing::new(sink, ctx.limits.batch_rows);
     let mut shape_checked = false;
     while let Some(raw) = records.next_record()? {
         let value: Value = match serde_json::from_slice(&raw.text) {

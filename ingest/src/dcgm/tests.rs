@@ -882,7 +882,7 @@ fn a_batch_size_past_what_the_parser_holds_is_taken_as_its_largest() {
     // Twice usize::MAX rows once overflowed (a panic, or a batch of 0 rows in release).
     for batch_rows in [usize::MAX, usize::MAX / 2 + 1, MAX_BATCH_ROWS + 1] {
         let mut ctx = context();
-        ctx.batch_rows = batch_rows;
+        ctx.limits.batch_rows = batch_rows;
         let (sink, stats) = run_with(&three_scrapes(), &ctx);
         assert_eq!(stats, self::stats(18, 18, 6, 6), "{batch_rows}");
         // All three scrapes in one batch per table, as with any batch larger than the input.
@@ -898,7 +898,7 @@ fn a_batch_size_past_what_the_parser_holds_is_taken_as_its_largest() {
 #[test]
 fn batches_are_emitted_as_rows_complete() {
     let mut ctx = context();
-    ctx.batch_rows = 2;
+    ctx.limits.batch_rows = 2;
     let (sink, stats) = run_with(&three_scrapes(), &ctx);
     assert_eq!(stats, self::stats(18, 18, 6, 6));
     // Extra rows go as soon as two are read; wide rows once the next scrape begins.
@@ -927,7 +927,7 @@ fn batches_are_emitted_as_rows_complete() {
         ]
     );
 
-    ctx.batch_rows = 4;
+    ctx.limits.batch_rows = 4;
     let (sink, _) = run_with(&three_scrapes(), &ctx);
     assert_eq!(
         batch_sizes(&sink),
@@ -957,7 +957,7 @@ fn an_untimestamped_scrape_is_split_only_at_the_end() {
         }
     }
     let mut ctx = context();
-    ctx.batch_rows = 3;
+    ctx.limits.batch_rows = 3;
     let (sink, stats) = run_with(&text, &ctx);
     assert_eq!(stats, self::stats(10, 10, 5, 0));
     assert_eq!(
@@ -1386,7 +1386,7 @@ fn the_same_samples_in_any_order_land_the_same_rows() {
 #[test]
 fn a_tiny_batch_size_loses_and_repeats_no_sample() {
     let mut ctx = fleet_context();
-    ctx.batch_rows = 4;
+    ctx.limits.batch_rows = 4;
     for (shape, text) in [
         ("scrape-grouped", fleet_scrape_grouped()),
         ("family-grouped", fleet_family_grouped()),

@@ -1239,10 +1239,8 @@ fn kueue_workload_evictions() {
 
 #[test]
 fn batches_hold_at_most_batch_rows() {
-    let ctx = ParseContext {
-        batch_rows: 4,
-        ..ctx()
-    };
+    let mut ctx = ctx();
+    ctx.limits.batch_rows = 4;
     let Some((stats, sink)) = run_file("xdmod-slurm/accounting-logs.log", &ctx) else {
         return;
     };

@@ -33,7 +33,7 @@ pub(super) fn parse_parquet(
         .collect();
     let mut lines = LineWriter::new(headers.clone(), ctx)?;
     let mut line = 0;
-    // Rows decoded at a time; landed batches are still cut at `ctx.batch_rows`.
+    // Rows decoded at a time; landed batches are still cut at `ctx.limits.batch_rows`.
     const DECODED_ROWS: usize = 8192;
     for batch in builder
         .with_batch_size(DECODED_ROWS)

@@ -231,7 +231,7 @@ impl<'c> LineWriter<'c> {
         self.stats.records_read += 1;
         self.stats.rows_landed += 1;
         self.rows += 1;
-        if self.rows >= self.ctx.batch_rows.max(1) {
+        if self.rows >= self.ctx.limits.batch_rows.max(1) {
             self.flush(sink)?;
         }
         Ok(())

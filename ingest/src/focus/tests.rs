@@ -321,7 +321,7 @@ fn batches_hold_at_most_batch_rows_lines() {
         return;
     };
     let mut ctx = context(None);
-    ctx.batch_rows = 300;
+    ctx.limits.batch_rows = 300;
     let (stats, sink) = run(&std::fs::read(path).unwrap(), &ctx);
     assert_eq!(stats.unwrap().rows_landed, 1000);
     let sizes: Vec<usize> = sink.batches.iter().map(|(_, b)| b.num_rows()).collect();

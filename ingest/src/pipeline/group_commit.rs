@@ -48,8 +48,14 @@ const HELD_GROUPS: usize = 4;
 pub struct GroupCommit {
     sender: mpsc::Sender<Waiting>,
     max_rows: usize,
-    /// Rows held by inputs for groups, now.
-    held: Arc<AtomicUsize>,
+    held: Arc<HeldRows>,
+}
+
+/// Rows held by every input for groups, now, and the most they may hold together.
+#[derive(Debug)]
+struct HeldRows {
+    now: AtomicUsize,
+    max: usize,
 }
 
 /// The rows one input holds for a group, counted in the service's total until dropped.
@@ -59,9 +65,7 @@ pub(crate) struct Held {
     rows: usize,
     /// This input's share: a group's rows, or one parser batch if that is fewer.
     max_rows: usize,
-    /// Rows held by every input together, and their limit.
-    total: Arc<AtomicUsize>,
-    max_total: usize,
+    total: Arc<HeldRows>,
 }
 
 impl Held {
@@ -72,10 +76,12 @@ impl Held {
         if !GroupCommit::takes(table) || self.rows + rows > self.max_rows {
             return Err(batch);
         }
+        let max = self.total.max;
         let reserved = self
             .total
+            .now
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |total| {
-                (total + rows <= self.max_total).then_some(total + rows)
+                (total + rows <= max).then_some(total + rows)
             });
         if reserved.is_err() {
             return Err(batch);
@@ -93,7 +99,7 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.total.fetch_sub(self.rows, Ordering::AcqRel);
+        self.total.now.fetch_sub(self.rows, Ordering::AcqRel);
     }
 }
 
@@ -156,7 +162,10 @@ impl GroupCommit {
         Self {
             sender,
             max_rows: limits.max_rows,
-            held: Arc::new(AtomicUsize::new(0)),
+            held: Arc::new(HeldRows {
+                now: AtomicUsize::new(0),
+                max: limits.max_rows.saturating_mul(HELD_GROUPS),
+            }),
         }
     }
 
@@ -169,7 +178,6 @@ impl GroupCommit {
             rows: 0,
             max_rows: self.max_rows.min(batch_rows),
             total: Arc::clone(&self.held),
-            max_total: self.max_rows.saturating_mul(HELD_GROUPS),
         }
     }
 

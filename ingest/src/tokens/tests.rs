@@ -566,10 +566,8 @@ fn batches_are_split_at_batch_rows() {
     let input: String = (0..5)
         .map(|i| format!("{{\"ts\": \"2025-03-01T12:00:0{i}Z\", \"request_id\": \"r{i}\"}}\n"))
         .collect();
-    let ctx = ParseContext {
-        batch_rows: 2,
-        ..context()
-    };
+    let mut ctx = context();
+    ctx.limits.batch_rows = 2;
     let (stats, sink) = run(&input, &ctx);
     assert_eq!(stats.landed, 5);
     let sizes: Vec<_> = sink
