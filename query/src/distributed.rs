@@ -61,10 +61,9 @@ const SECRET_HEADER: &str = "x-gpuledger-worker-secret";
 /// The workers a session may run its stages on, and the secret they share.
 #[derive(Debug, Clone, Default)]
 pub struct Workers {
-    urls: Vec<Url>,
     secret: Option<String>,
     bytes_per_task: Option<usize>,
-    /// Which of `urls` answer, shared by every session given these workers.
+    /// The workers and which of them answer, shared by every session given these workers.
     health: Arc<Health>,
 }
 
@@ -89,8 +88,7 @@ impl Workers {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
-            health: Arc::new(Health::new(&urls)),
-            urls,
+            health: Arc::new(Health::new(urls)),
             ..Self::default()
         })
     }
@@ -109,11 +107,11 @@ impl Workers {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.urls.is_empty()
+        self.health.urls.is_empty()
     }
 
     pub fn urls(&self) -> &[Url] {
-        &self.urls
+        &self.health.urls
     }
 
     /// Each worker's `host:port` and whether it accepted a connection at the last probe (the
@@ -128,10 +126,8 @@ impl Workers {
         }
         self.health.watch();
         self.health
-            .addresses
-            .iter()
-            .zip(&self.health.down)
-            .map(|(address, down)| (address.clone(), !down.load(Ordering::Acquire)))
+            .each()
+            .map(|worker| (worker.address.to_string(), worker.up))
             .collect()
     }
 }
@@ -157,7 +153,8 @@ impl Workers {
 /// ([`explain_failure`]); the next one runs on the others (on none: in-process).
 #[derive(Debug, Default)]
 struct Health {
-    /// `host:port` of each worker.
+    urls: Vec<Url>,
+    /// `host:port` of each of `urls`.
     addresses: Vec<String>,
     down: Vec<AtomicBool>,
     /// Whether `down` says what a probe found (until the first probe, no worker is down).
@@ -165,11 +162,18 @@ struct Health {
     probing: OnceLock<()>,
 }
 
+/// One worker, and whether it answered the last probe.
+struct WorkerHealth<'a> {
+    url: &'a Url,
+    address: &'a str,
+    up: bool,
+}
+
 /// How often the coordinator checks that its workers accept connections.
 const PROBE_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Health {
-    fn new(urls: &[Url]) -> Self {
+    fn new(urls: Vec<Url>) -> Self {
         Self {
             addresses: urls
                 .iter()
@@ -182,9 +186,23 @@ impl Health {
                 })
                 .collect(),
             down: urls.iter().map(|_| AtomicBool::new(false)).collect(),
+            urls,
             probed: AtomicBool::new(false),
             probing: OnceLock::new(),
         }
+    }
+
+    /// Each worker as the last probe found it (until the first probe, every worker is up).
+    fn each(&self) -> impl Iterator<Item = WorkerHealth<'_>> {
+        self.urls
+            .iter()
+            .zip(&self.addresses)
+            .zip(&self.down)
+            .map(|((url, address), down)| WorkerHealth {
+                url,
+                address,
+                up: !down.load(Ordering::Acquire),
+            })
     }
 
     /// Connects to every worker now, all at once (a probe takes at most [`PROBE_EVERY`] however
@@ -299,19 +317,15 @@ fn transport_status(error: &DataFusionError) -> Option<&tonic::Status> {
 /// The planner asks for the worker list each time it plans and assigns tasks: the ones that
 /// answer.
 #[derive(Debug)]
-struct LiveWorkers {
-    urls: Vec<Url>,
-    health: Arc<Health>,
-}
+struct LiveWorkers(Arc<Health>);
 
 impl WorkerResolver for LiveWorkers {
     fn get_urls(&self) -> DfResult<Vec<Url>> {
         Ok(self
-            .urls
-            .iter()
-            .zip(&self.health.down)
-            .filter(|(_, down)| !down.load(Ordering::Relaxed))
-            .map(|(url, _)| url.clone())
+            .0
+            .each()
+            .filter(|worker| worker.up)
+            .map(|worker| worker.url.clone())
             .collect())
     }
 }
@@ -323,10 +337,7 @@ pub(crate) fn coordinate(
 ) -> DfResult<datafusion::execution::SessionStateBuilder> {
     workers.health.watch();
     let mut builder = builder
-        .with_distributed_worker_resolver(LiveWorkers {
-            urls: workers.urls.clone(),
-            health: Arc::clone(&workers.health),
-        })
+        .with_distributed_worker_resolver(LiveWorkers(Arc::clone(&workers.health)))
         .with_distributed_planner();
     let distributed = builder
         .query_planner()
