@@ -205,6 +205,213 @@ fn workers_refuse_coordinators_without_the_secret() {
     assert_eq!(runtime.block_on(rows(&ctx, BY_TEAM)).unwrap(), expected);
 }
 
+/// A CA of the test's own and a certificate it signed for 127.0.0.1: (ca.pem, cert.pem, key.pem).
+fn loopback_certificate(dir: &std::path::Path) -> [std::path::PathBuf; 3] {
+    let path = |name: &str| dir.join(name);
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", describe(&out));
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=gpuledger test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "key.pem",
+        "-out",
+        "worker.csr",
+    ]);
+    std::fs::write(path("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "worker.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "cert.pem",
+    ]);
+    [path("ca.pem"), path("cert.pem"), path("key.pem")]
+}
+
+/// Workers serving TLS with a certificate of the cluster's CA, which they also trust to read each
+/// other's shuffles: a coordinator that trusts the CA gets the in-process answers (in a plan
+/// whose stages read each other across workers), in a session and through `serve`'s flags; one
+/// that trusts only the public roots is refused at the handshake with an error that says why; one
+/// that speaks plain HTTP to them gets no rows; the secret is still checked; and a worker given a
+/// key that is not one does not start.
+#[test]
+fn workers_over_tls_answer_only_coordinators_that_trust_their_certificate() {
+    use gpuledger_query::distributed::WorkerChannels;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let ledger = ledgers().remove(0);
+    load_worked_example(&ledger);
+    let [ca, cert, key] = loopback_certificate(ledger.dir.path());
+    let (ca, cert, key) = (
+        ca.to_str().unwrap(),
+        cert.to_str().unwrap(),
+        key.to_str().unwrap(),
+    );
+    let secret = "s3cret-of-the-cluster";
+    let workers = ledger.workers(
+        3,
+        &[
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+            "--worker-ca",
+            ca,
+            "--worker-secret",
+            secret,
+        ],
+    );
+    let lake = open_lake(&runtime, &ledger);
+    let over = |scheme: &str, ca_pem: Option<&[u8]>, secret: &str| {
+        let list: Vec<String> = workers
+            .addresses
+            .iter()
+            .map(|address| format!("{scheme}://{address}"))
+            .collect();
+        let workers = WorkerList::parse(&list.join(","))
+            .unwrap()
+            .with_channels(WorkerChannels::new(ca_pem))
+            .with_secret(Some(secret.to_string()))
+            .with_bytes_per_task(Some(1));
+        gpuledger_query::new_session_with(
+            &lake,
+            &SessionOptions {
+                scope: Scope::All,
+                memory_limit: Some(256 << 20),
+                workers,
+            },
+        )
+        .unwrap()
+    };
+    let ca_pem = std::fs::read(ca).unwrap();
+    // Grouped by a key other than the scan's order: a shuffle stage reads the scan's tasks.
+    let by_node = "SELECT node, count(*) AS samples, round(avg(sm_active), 6) AS sm \
+                   FROM gpu_samples GROUP BY node ORDER BY node";
+    let in_process = session(&lake, None, Scope::All, None);
+    for sql in [BY_TEAM, by_node] {
+        let expected = runtime.block_on(rows(&in_process, sql)).unwrap();
+        assert!(!expected.is_empty(), "{sql}");
+        let trusting = over("https", Some(&ca_pem), secret);
+        let plan = runtime.block_on(physical_plan(&trusting, sql));
+        assert!(plan.contains("DistributedExec"), "{plan}");
+        assert_eq!(
+            runtime.block_on(rows(&trusting, sql)).unwrap(),
+            expected,
+            "{sql}"
+        );
+    }
+    let plan = runtime.block_on(physical_plan(
+        &over("https", Some(&ca_pem), secret),
+        by_node,
+    ));
+    assert!(plan.contains("NetworkShuffleExec"), "{plan}");
+
+    let untrusting = over("https", None, secret);
+    let error = runtime.block_on(rows(&untrusting, BY_TEAM)).unwrap_err();
+    assert!(
+        error.contains("over TLS") && error.contains("certificate"),
+        "{error}"
+    );
+    let plain = over("http", Some(&ca_pem), secret);
+    assert!(runtime.block_on(rows(&plain, BY_TEAM)).is_err());
+    let guessing = over("https", Some(&ca_pem), "guess");
+    let error = runtime.block_on(rows(&guessing, BY_TEAM)).unwrap_err();
+    assert!(
+        error.contains("did not present the cluster's worker secret"),
+        "{error}"
+    );
+
+    // `serve` with the flags users give it.
+    let list: Vec<String> = workers
+        .addresses
+        .iter()
+        .map(|a| format!("https://{a}"))
+        .collect();
+    let server = ledger.serve(&[
+        "--workers",
+        &list.join(","),
+        "--worker-ca",
+        ca,
+        "--worker-secret",
+        secret,
+        "--worker-split-bytes",
+        "1",
+    ]);
+    let admin = ledger.token("admin", None);
+    let held = server.rows(
+        &admin,
+        "SELECT team, sum(alloc_seconds) / 3600 AS held FROM gpu_hours \
+         WHERE team IS NOT NULL GROUP BY team ORDER BY team",
+    );
+    assert_eq!(
+        held,
+        vec![
+            serde_json::json!({"team": "nlp", "held": 12.0}),
+            serde_json::json!({"team": "unattributed", "held": 1.0}),
+            serde_json::json!({"team": "vision", "held": 6.0}),
+        ]
+    );
+
+    // A key that is not one: the worker says which flags and stops before it listens.
+    let out = ledger.run(&[
+        "worker",
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        ca,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("--tls-cert, --tls-key") && !said.contains("listening"),
+        "{said}"
+    );
+    let out = ledger.run(&["worker", "--listen", "127.0.0.1:0", "--tls-cert", cert]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--tls-key"),
+        "{}",
+        describe(&out)
+    );
+}
+
 /// The worker doing a query's work killed while the query runs: the query fails with an error naming the
 /// worker's address, and the next query runs on the workers left, with the right answer.
 #[test]

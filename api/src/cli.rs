@@ -30,7 +30,8 @@ pub struct Cli {
     pub catalog: Option<String>,
 
     /// Workers (`gpuledger worker`) to run the stages of large queries and of the ledger's input
-    /// queries on: host:port, comma-separated. Without any, everything runs in this process.
+    /// queries on: host:port, comma-separated (https://host:port for a worker serving TLS).
+    /// Without any, everything runs in this process.
     #[arg(long, global = true, env = "GPULEDGER_WORKERS", default_value = "", value_parser = gpuledger_query::distributed::Workers::parse)]
     pub workers: gpuledger_query::distributed::Workers,
 
@@ -42,6 +43,12 @@ pub struct Cli {
         hide_env_values = true
     )]
     pub worker_secret: Option<String>,
+
+    /// PEM file of the CA that signed the workers' TLS certificates: https:// workers are trusted
+    /// only if their certificate chains to it (without it, to the public roots). Workers use it
+    /// to reach each other too.
+    #[arg(long, global = true, env = "GPULEDGER_WORKER_CA")]
+    pub worker_ca: Option<std::path::PathBuf>,
 
     /// Bytes of Parquet one worker task scans before a scan is split over more workers.
     #[arg(long, global = true, env = "GPULEDGER_WORKER_SPLIT_BYTES")]
@@ -422,6 +429,15 @@ pub struct WorkerArgs {
     /// --query-timeout): a task whose coordinator stopped waiting stops here too by then.
     #[arg(long, env = "GPULEDGER_QUERY_TIMEOUT", default_value = "60s")]
     pub query_timeout: humantime::Duration,
+
+    /// PEM certificate (chain) of this worker: with --tls-key it serves only TLS, and
+    /// coordinators reach it as https://host:port.
+    #[arg(long, env = "GPULEDGER_WORKER_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "GPULEDGER_WORKER_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -39,10 +39,17 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
     // An empty secret is no secret, for workers and coordinators alike.
     let worker_secret = cli.worker_secret.clone().filter(|s| !s.is_empty());
+    let worker_ca = cli
+        .worker_ca
+        .as_deref()
+        .map(|path| read_pem(path, "--worker-ca"))
+        .transpose()?;
+    let worker_channels = gpuledger_query::distributed::WorkerChannels::new(worker_ca.as_deref());
     gpuledger_query::distributed::Workers::use_in_this_process(
         cli.workers
             .clone()
             .with_secret(worker_secret.clone())
+            .with_channels(worker_channels.clone())
             .with_bytes_per_task(cli.worker_split_bytes),
     );
     let config = LakeConfig {
@@ -78,10 +85,21 @@ async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
         Command::Report(args) => commands::report::run(&lake, args).await,
         Command::Export(args) => commands::export::run(&lake, args).await,
         Command::Compact(args) => commands::compact::run(&lake, args).await,
-        Command::Worker(args) => commands::worker::run(&lake, worker_secret, args).await,
+        Command::Worker(args) => {
+            commands::worker::run(&lake, worker_secret, worker_channels, args).await
+        }
         Command::Migrate => {
             println!("catalog is up to date ({:?})", lake.catalog().backend());
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The PEM file `path` given to `flag`, or an error naming both.
+pub(crate) fn read_pem(path: &std::path::Path, flag: &str) -> Result<Vec<u8>, String> {
+    let pem = std::fs::read(path).map_err(|error| format!("{flag} {}: {error}", path.display()))?;
+    if !pem.windows(11).any(|w| w == b"-----BEGIN ") {
+        return Err(format!("{flag} {}: not a PEM file", path.display()));
+    }
+    Ok(pem)
 }

@@ -6,7 +6,7 @@
 //! over Arrow Flight. A query too small to split (the planner's threshold is
 //! [`Workers::bytes_per_task`] of Parquet per task) runs in-process as it would without workers.
 //!
-//! `gpuledger worker` ([`serve_worker`]) runs a worker over the same lake: the same functions
+//! `gpuledger worker` ([`WorkerServer`]) runs a worker over the same lake: the same functions
 //! (bounded as in a limited session), the lake's object store, and the codec of the one node of
 //! ours a stage can carry, the team barrier [`TeamRowsExec`]. A worker trusts only coordinators
 //! that present the cluster's secret, runs only plans that read the lake (a plan that writes, or
@@ -14,8 +14,13 @@
 //!
 //! Team scoping holds on a worker because the barrier travels inside the stage: a team's scan is
 //! a `TeamRowsExec` over its slice of the files, so no row of another team leaves the worker.
+//!
+//! Between hosts the traffic can be TLS: a worker given a certificate (`--tls-cert`, `--tls-key`)
+//! serves only TLS, and coordinators (and workers reading each other's shuffles) reach
+//! `https://` workers trusting the cluster's CA (`--worker-ca`), or the public roots without one
+//! ([`WorkerChannels`]). The secret then crosses the network encrypted.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 
@@ -34,6 +39,7 @@ use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 use datafusion::prelude::SessionContext;
+use datafusion_distributed::{ChannelResolver, WorkerChannel, grpc};
 use datafusion_distributed::{
     DesiredTaskCountEvent, DesiredTaskCountEventResponse, DistributedConfig, DistributedExt,
     DistributedLeafExec, ScaleUpLeafNodeEvent, ScaleUpLeafNodeEventResponse,
@@ -47,6 +53,8 @@ use datafusion_proto::protobuf::PhysicalPlanNode;
 use gpuledger_lake::Lake;
 use http::{HeaderMap, HeaderValue};
 use prost::Message;
+pub use tonic::transport::Identity;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, ServerTlsConfig};
 use url::Url;
 
 use crate::cancel::Cancellation;
@@ -62,6 +70,7 @@ const SECRET_HEADER: &str = "x-gpuledger-worker-secret";
 #[derive(Debug, Clone, Default)]
 pub struct Workers {
     secret: Option<String>,
+    channels: WorkerChannels,
     bytes_per_task: Option<usize>,
     /// The workers and which of them answer, shared by every session given these workers.
     health: Arc<Health>,
@@ -82,8 +91,12 @@ impl Workers {
                     format!("http://{entry}")
                 };
                 match Url::parse(&url) {
-                    Ok(url) if url.scheme() == "http" && url.port().is_some() => Ok(url),
-                    _ => Err(format!("'{entry}' is not host:port (or http://host:port)")),
+                    Ok(url) if matches!(url.scheme(), "http" | "https") && url.port().is_some() => {
+                        Ok(url)
+                    }
+                    _ => Err(format!(
+                        "'{entry}' is not host:port (or http://host:port, https://host:port)"
+                    )),
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -96,6 +109,12 @@ impl Workers {
     /// The secret the workers were started with (`GPULEDGER_WORKER_SECRET`).
     pub fn with_secret(mut self, secret: Option<String>) -> Self {
         self.secret = secret;
+        self
+    }
+
+    /// How `https://` workers are reached (`--worker-ca`).
+    pub fn with_channels(mut self, channels: WorkerChannels) -> Self {
+        self.channels = channels;
         self
     }
 
@@ -338,6 +357,7 @@ pub(crate) fn coordinate(
     workers.health.watch();
     let mut builder = builder
         .with_distributed_worker_resolver(LiveWorkers(Arc::clone(&workers.health)))
+        .with_distributed_channel_resolver(workers.channels.clone())
         .with_distributed_planner();
     let distributed = builder
         .query_planner()
@@ -582,6 +602,80 @@ impl PhysicalExtensionCodec for TeamRowsCodec {
     }
 }
 
+/// How this process connects to workers: `http://` ones in the clear, `https://` ones over TLS,
+/// verifying their certificates against the cluster's CA (`--worker-ca`) or, without one, the
+/// public roots. One connection per worker, kept and shared by every session of the process.
+#[derive(Clone)]
+pub struct WorkerChannels(Arc<Channels>);
+
+struct Channels {
+    plain: grpc::DefaultChannelResolver,
+    tls: ClientTlsConfig,
+    secure: tokio::sync::Mutex<HashMap<Url, Channel>>,
+}
+
+impl WorkerChannels {
+    /// `ca_pem`: the PEM of the CA that signed the workers' certificates.
+    pub fn new(ca_pem: Option<&[u8]>) -> Self {
+        let tls = match ca_pem {
+            Some(pem) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
+            None => ClientTlsConfig::new().with_webpki_roots(),
+        };
+        Self(Arc::new(Channels {
+            plain: grpc::DefaultChannelResolver::default(),
+            tls,
+            secure: tokio::sync::Mutex::new(HashMap::new()),
+        }))
+    }
+
+    async fn secure_channel(&self, url: &Url) -> DfResult<Channel> {
+        let mut channels = self.0.secure.lock().await;
+        if let Some(channel) = channels.get(url) {
+            return Ok(channel.clone());
+        }
+        let failed = |error: &tonic::transport::Error| {
+            DataFusionError::Execution(format!(
+                "cannot reach the worker {url} over TLS: {}",
+                with_causes(error)
+            ))
+        };
+        let channel = Endpoint::from_shared(url.to_string())
+            .and_then(|endpoint| endpoint.tls_config(self.0.tls.clone()))
+            .map_err(|error| failed(&error))?
+            .connect()
+            .await
+            .map_err(|error| failed(&error))?;
+        channels.insert(url.clone(), channel.clone());
+        Ok(channel)
+    }
+}
+
+impl Default for WorkerChannels {
+    fn default() -> Self {
+        Self::new(None)
+    }
+}
+
+impl std::fmt::Debug for WorkerChannels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerChannels").finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl ChannelResolver for WorkerChannels {
+    async fn get_worker_client_for_url(&self, url: &Url) -> DfResult<Box<dyn WorkerChannel>> {
+        if url.scheme() == "https" {
+            let channel = self.secure_channel(url).await?;
+            Ok(grpc::create_worker_client(grpc::BoxCloneSyncChannel::new(
+                channel,
+            )))
+        } else {
+            self.0.plain.get_worker_client_for_url(url).await
+        }
+    }
+}
+
 /// How a worker runs.
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
@@ -593,6 +687,10 @@ pub struct WorkerOptions {
     /// client gone) drops its streams, but a worker goes on computing what it was asked until
     /// the task ends; past this every operator of the task stops at its next batch.
     pub task_timeout: std::time::Duration,
+    /// Its certificate and key ([`Identity::from_pem`]): with them it serves only TLS.
+    pub tls: Option<Identity>,
+    /// How it reaches the other workers whose shuffles its tasks read.
+    pub peers: WorkerChannels,
 }
 
 /// A worker over `lake`: the tonic service `gpuledger worker` serves.
@@ -635,6 +733,7 @@ fn worker_session(
         .builder
         .with_runtime_env(runtime)
         .with_distributed_user_codec(TeamRowsCodec)
+        .with_distributed_channel_resolver(options.peers.clone())
         .with_distributed_passthrough_headers(secret_headers(options.secret.as_deref())?)?
         .with_distributed_worker_plan_rewrite_handler(refuse_unless_reading_the_lake)
         .with_distributed_worker_plan_rewrite_handler(stop_after(options.task_timeout))
@@ -695,20 +794,60 @@ fn stop_after(
     }
 }
 
-/// Serves a worker over `lake` on `listener` until `shutdown` resolves.
-pub async fn serve_worker(
-    lake: &Lake,
-    listener: tokio::net::TcpListener,
-    options: WorkerOptions,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), tonic::transport::Error> {
-    tonic::transport::Server::builder()
-        .add_service(worker(lake, options).into_worker_server())
-        .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(listener),
-            shutdown,
-        )
-        .await
+/// `gpuledger worker`'s gRPC server over a lake, ready to serve.
+pub struct WorkerServer {
+    server: tonic::transport::Server,
+    worker: Worker,
+}
+
+impl WorkerServer {
+    /// The server of a worker over `lake`; over TLS when `options` has a certificate, which is
+    /// checked here (before the worker says it listens).
+    pub fn new(lake: &Lake, options: WorkerOptions) -> Result<Self, String> {
+        let mut server = tonic::transport::Server::builder();
+        if let Some(identity) = options.tls.clone() {
+            server = server
+                .tls_config(ServerTlsConfig::new().identity(identity))
+                .map_err(|error| {
+                    format!(
+                        "the worker's certificate or key (--tls-cert, --tls-key) is not usable: {}",
+                        with_causes(&error)
+                    )
+                })?;
+        }
+        Ok(Self {
+            server,
+            worker: worker(lake, options),
+        })
+    }
+
+    /// Serves on `listener` until `shutdown` resolves.
+    pub async fn serve(
+        mut self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), String> {
+        self.server
+            .add_service(self.worker.into_worker_server())
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener),
+                shutdown,
+            )
+            .await
+            .map_err(|error| with_causes(&error))
+    }
+}
+
+/// `error` and each of its causes, `: `-separated (tonic's transport errors say only
+/// "transport error"; what went wrong is their source).
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
 }
 
 #[cfg(test)]
