@@ -303,16 +303,24 @@ impl Server {
 }
 
 impl Server {
-    /// SIGTERM, the graceful path users take: its exit status once it has stopped.
+    /// SIGTERM, the graceful path users take: its exit status once it has stopped (a server
+    /// still running a minute later is killed, and the test fails).
     pub fn stop(mut self) -> std::process::ExitStatus {
-        self.terminate().expect("wait for serve")
-    }
-
-    fn terminate(&mut self) -> std::io::Result<std::process::ExitStatus> {
         Command::new("kill")
             .arg(self.child.id().to_string())
-            .status()?;
-        self.child.wait()
+            .status()
+            .expect("SIGTERM serve");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for serve") {
+                return status;
+            }
+            if std::time::Instant::now() > deadline {
+                self.kill();
+                panic!("serve did not stop within a minute of SIGTERM");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 }
 
@@ -322,7 +330,11 @@ impl Drop for Server {
         if matches!(self.child.try_wait(), Ok(Some(_))) {
             return;
         }
-        let _ = self.terminate();
+        // SIGTERM: the graceful path users take.
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
     }
 }
 

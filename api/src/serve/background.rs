@@ -4,7 +4,8 @@
 //!
 //! Stopping drops each task where it is. Every round is safe to stop anywhere (a ledger round or a
 //! compaction pass commits in one catalog transaction, or not at all, as after a crash) and is
-//! done again by the next process. Stopping them before the runtime goes keeps a shutdown quiet:
+//! done again by the next process, once the lease the round held is freed (`serve::run` frees
+//! them after stopping). Stopping them before the runtime goes keeps a shutdown quiet:
 //! left to the runtime's teardown, a round could see the tasks it waits on cancelled first and
 //! report that as a failure.
 

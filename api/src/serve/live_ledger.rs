@@ -25,7 +25,7 @@ use super::budgets::rfc3339;
 use crate::error::{ApiError, Problem};
 
 /// The catalog lease a building replica holds.
-const LEASE: &str = "ledger";
+pub const LEASE: &str = "ledger";
 /// How long a lease lasts unless renewed: a replica that died mid-build frees it after this.
 const LEASE_TIME: Duration = Duration::from_secs(600);
 /// How often a replica waiting for another's round asks for the lease again.
@@ -67,6 +67,11 @@ impl LiveLedger {
             last: std::sync::Mutex::new(None),
             interval,
         }
+    }
+
+    /// This replica, as the owner of the [`LEASE`].
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// Brings the ledger up to date with every input committed so far, if this replica gets the

@@ -312,9 +312,10 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
         }
     });
     // After an interval: compaction.rs says why.
+    let compaction_owner = format!("serve-{}", uuid::Uuid::new_v4());
     background.every(args.compact_interval.into(), FirstRound::AfterAnInterval, {
         let (state, retain) = (state.clone(), args.retain_superseded.into());
-        let owner = format!("serve-{}", uuid::Uuid::new_v4());
+        let owner = compaction_owner.clone();
         move || {
             let (state, owner) = (state.clone(), owner.clone());
             async move { compaction::run_pass(&state, retain, &owner).await }
@@ -370,16 +371,26 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
         header_timeout: args.header_timeout.into(),
         max_connections: args.max_connections.max(1),
     };
-    let served = serve_http(listener, app(state), limits, async move {
+    let served = serve_http(listener, app(state.clone()), limits, async move {
         shutdown_signal().await;
         shutting_down.store(true, Ordering::SeqCst);
         tracing::info!("shutting down: finishing in-flight requests");
     })
     .await;
-    background.stop().await;
     let _ = stop_exports.send(());
     if let Some(exports) = exports {
         exports.await?;
+    }
+    background.stop().await;
+    // A round stopped mid-way still holds its lease: freed now, the next process (a restart, a
+    // replica) builds and compacts at once instead of waiting for it to run out.
+    for (lease, owner) in [
+        (live_ledger::LEASE, state.ledger.owner()),
+        (gpuledger_lake::compaction::LEASE, compaction_owner.as_str()),
+    ] {
+        if let Err(error) = state.lake.catalog().release_lease(lease, owner).await {
+            tracing::warn!(%error, lease, "could not free a lease at shutdown; it runs out by itself");
+        }
     }
     served?;
     Ok(())
