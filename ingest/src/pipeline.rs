@@ -680,7 +680,7 @@ async fn commit_own_files(
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(error) => {
-            gpuledger_lake::retirement::discard(lake, files).await;
+            gpuledger_lake::retirement::keep_after_failed_commit(files);
             return Err(error.into());
         }
     };

@@ -25,7 +25,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use crate::Lake;
 use crate::catalog::{CompactionCandidate, NewBatch};
 use crate::error::{LakeError, Result};
-use crate::retirement::{SettleReport, discard, settle};
+use crate::retirement::{SettleReport, discard, keep_after_failed_commit, settle};
 use crate::tables::Table;
 use crate::writer::TableWriter;
 
@@ -253,8 +253,13 @@ async fn merge_files(
         .commit_compaction(&compaction, sources, &written, &files_batch)
         .await;
     if !matches!(swapped, Ok(true)) {
-        discard(lake, &written).await;
-        swapped?;
+        match swapped {
+            Err(error) => {
+                keep_after_failed_commit(&written);
+                return Err(error);
+            }
+            _ => discard(lake, &written).await,
+        }
         return Ok(CompactionReport {
             conflicts: 1,
             ..Default::default()

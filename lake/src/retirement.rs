@@ -267,14 +267,28 @@ pub async fn place(lake: &Lake, written: &[WrittenFile]) -> SettleReport {
     report
 }
 
-/// Deletes the uploads of a batch that was not committed (it failed, or repeated a batch the
-/// catalog holds). Best effort: no catalog row lists them, so nothing reads them, and the next
+/// Deletes the uploads of a batch that was certainly not committed (its writing failed, or it
+/// repeated a batch the catalog holds); after a commit that failed, [`keep_after_failed_commit`]. Best effort: no catalog row lists them, so nothing reads them, and the next
 /// vacuum deletes what is left after [`ABANDONED_AFTER`].
 pub async fn discard(lake: &Lake, written: &[WrittenFile]) {
     for file in written {
         if let Err(error) = delete_object(lake.store().as_ref(), &file.staged()).await {
             tracing::warn!(path = %file.staged(), %error, "could not remove an uncommitted upload");
         }
+    }
+}
+
+/// After a commit that failed with an error: its uploads stay under `_staging/`, never
+/// [`discard`]ed. The commit may have landed with its answer lost (the connection dropped after
+/// the catalog committed), and then they are the only copy of what it accepted: the next
+/// [`settle`] places them if a commit lists them, and the vacuum deletes them after
+/// [`ABANDONED_AFTER`] if none does.
+pub fn keep_after_failed_commit(written: &[WrittenFile]) {
+    if !written.is_empty() {
+        tracing::warn!(
+            files = written.len(),
+            "a commit failed: its uploads wait under _staging/ until the vacuum knows whether it landed"
+        );
     }
 }
 

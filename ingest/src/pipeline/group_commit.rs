@@ -369,7 +369,7 @@ async fn write_and_commit(
             Ok(None)
         }
         Err(error) => {
-            gpuledger_lake::retirement::discard(lake, &files).await;
+            gpuledger_lake::retirement::keep_after_failed_commit(&files);
             Err(error.into())
         }
     }

@@ -255,6 +255,47 @@ async fn small_files_merge_into_few_and_every_row_stays() {
     .await;
 }
 
+/// A compaction whose commit fails (another writer holds the SQLite catalog past its busy
+/// timeout) keeps its merged upload under `_staging/`: had the commit landed with its answer
+/// lost, that file would be the only copy of the merged rows. The sources stay as they were,
+/// and the vacuum, which deletes an upload no commit lists only once it is a day old, keeps it.
+#[tokio::test]
+async fn a_compaction_whose_commit_fails_keeps_its_upload_for_the_vacuum() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("catalog.db").display()
+    );
+    let data = dir.path().join("lake");
+    let lake = Lake::open(&LakeConfig {
+        data: data.display().to_string(),
+        catalog: Some(url.clone()),
+    })
+    .await
+    .unwrap();
+    for i in 0..3 {
+        land(&lake, &format!("p{i}"), SEP_18 + i * 10_000_000, 3, 10).await;
+    }
+    let mut other_writer = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other_writer)
+        .await
+        .unwrap();
+    let failed = compact(&lake, &CompactOptions::default()).await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert_eq!(on_disk(&data, "_staging").len(), 1);
+    sqlx::query("ROLLBACK")
+        .execute(&mut other_writer)
+        .await
+        .unwrap();
+    assert_eq!(active(&lake).await, (3, 9, 90));
+    let settled = settle(&lake, Some(Duration::ZERO)).await.unwrap();
+    assert_eq!((settled.abandoned, settled.placed), (0, 0));
+    assert_eq!(on_disk(&data, "_staging").len(), 1);
+    assert_eq!(on_disk(&data, "tables"), active_keys(&lake).await);
+}
+
 #[tokio::test]
 async fn a_pass_interrupted_at_any_step_is_finished_by_the_next() {
     each_lake(async |lake: Lake, data: &std::path::Path| {
