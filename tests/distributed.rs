@@ -387,22 +387,32 @@ fn workers_over_tls_answer_only_coordinators_that_trust_their_certificate() {
         ]
     );
 
-    // A key that is not one: the worker says which flags and stops before it listens.
-    let out = ledger.run(&[
-        "worker",
-        "--listen",
-        "127.0.0.1:0",
-        "--tls-cert",
-        cert,
-        "--tls-key",
-        ca,
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        said.contains("--tls-cert, --tls-key") && !said.contains("listening"),
-        "{said}"
-    );
+    // A key that is not one, a CA's file as a worker's CA that holds no certificate, and a key
+    // that is not the certificate's: the worker says which flag and stops before it listens.
+    let ca_key = ledger.dir.path().join("ca.key");
+    let ca_key = ca_key.to_str().unwrap();
+    for (args, said) in [
+        (
+            ["--tls-cert", cert, "--tls-key", ca, "--worker-ca", ca],
+            "--tls-key",
+        ),
+        (
+            ["--tls-cert", cert, "--tls-key", key, "--worker-ca", key],
+            "--worker-ca",
+        ),
+        (
+            ["--tls-cert", cert, "--tls-key", ca_key, "--worker-ca", ca],
+            "certificate or key (--tls-cert, --tls-key) is not usable",
+        ),
+    ] {
+        let out = ledger.run(&[&["worker", "--listen", "127.0.0.1:0"][..], &args].concat());
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(said) && !stderr.contains("listening"),
+            "{args:?}: {stderr}"
+        );
+    }
     let out = ledger.run(&["worker", "--listen", "127.0.0.1:0", "--tls-cert", cert]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     assert!(

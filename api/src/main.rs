@@ -4,6 +4,7 @@ mod cli;
 mod commands;
 mod error;
 mod output;
+mod pem;
 mod serve;
 
 use std::process::ExitCode;
@@ -42,9 +43,11 @@ async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let worker_ca = cli
         .worker_ca
         .as_deref()
-        .map(|path| read_pem(path, "--worker-ca"))
+        .map(|path| pem::certificates(path, "--worker-ca"))
         .transpose()?;
-    let worker_channels = gpuledger_query::distributed::WorkerChannels::new(worker_ca.as_deref());
+    let worker_channels = gpuledger_query::distributed::WorkerChannels::new(
+        worker_ca.as_ref().map(|ca| ca.bytes.as_slice()),
+    );
     gpuledger_query::distributed::Workers::use_in_this_process(
         cli.workers
             .clone()
@@ -93,13 +96,4 @@ async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// The PEM file `path` given to `flag`, or an error naming both.
-pub(crate) fn read_pem(path: &std::path::Path, flag: &str) -> Result<Vec<u8>, String> {
-    let pem = std::fs::read(path).map_err(|error| format!("{flag} {}: {error}", path.display()))?;
-    if !pem.windows(11).any(|w| w == b"-----BEGIN ") {
-        return Err(format!("{flag} {}: not a PEM file", path.display()));
-    }
-    Ok(pem)
 }

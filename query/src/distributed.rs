@@ -77,8 +77,8 @@ pub struct Workers {
 }
 
 impl Workers {
-    /// `list` as the CLI takes it: `host:port` or `http://host:port`, comma-separated; empty
-    /// means none (everything in-process).
+    /// `list` as the CLI takes it: `host:port`, `http://host:port` or `https://host:port` (a
+    /// worker serving TLS), comma-separated; empty means none (everything in-process).
     pub fn parse(list: &str) -> Result<Self, String> {
         let urls = list
             .split(',')
@@ -91,7 +91,12 @@ impl Workers {
                     format!("http://{entry}")
                 };
                 match Url::parse(&url) {
-                    Ok(url) if matches!(url.scheme(), "http" | "https") && url.port().is_some() => {
+                    // A scheme's default port is not written in the URL: https://w:443 has none.
+                    Ok(url)
+                        if matches!(url.scheme(), "http" | "https")
+                            && url.host_str().is_some()
+                            && (url.port().is_some() || entry.contains("://")) =>
+                    {
                         Ok(url)
                     }
                     _ => Err(format!(
@@ -200,7 +205,7 @@ impl Health {
                     format!(
                         "{}:{}",
                         url.host_str().unwrap_or_default(),
-                        url.port().unwrap_or_default()
+                        url.port_or_known_default().unwrap_or_default()
                     )
                 })
                 .collect(),
@@ -611,8 +616,12 @@ pub struct WorkerChannels(Arc<Channels>);
 struct Channels {
     plain: grpc::DefaultChannelResolver,
     tls: ClientTlsConfig,
-    secure: tokio::sync::Mutex<HashMap<Url, Channel>>,
+    secure: std::sync::Mutex<HashMap<Url, Channel>>,
 }
+
+/// How long reaching a worker over TLS (TCP and handshake) may take: a worker that accepts the
+/// connection and never answers the handshake fails the query instead of holding it.
+const TLS_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl WorkerChannels {
     /// `ca_pem`: the PEM of the CA that signed the workers' certificates.
@@ -624,29 +633,40 @@ impl WorkerChannels {
         Self(Arc::new(Channels {
             plain: grpc::DefaultChannelResolver::default(),
             tls,
-            secure: tokio::sync::Mutex::new(HashMap::new()),
+            secure: std::sync::Mutex::new(HashMap::new()),
         }))
     }
 
+    /// The channel to `url`, connected on first use and kept (tonic reconnects it should the
+    /// worker restart). Connections to different workers are made at once, never one waiting on
+    /// another; two sessions racing to the same new worker keep the first channel made.
     async fn secure_channel(&self, url: &Url) -> DfResult<Channel> {
-        let mut channels = self.0.secure.lock().await;
-        if let Some(channel) = channels.get(url) {
+        if let Some(channel) = self.0.secure.lock().expect("not poisoned").get(url) {
             return Ok(channel.clone());
         }
-        let failed = |error: &tonic::transport::Error| {
-            DataFusionError::Execution(format!(
-                "cannot reach the worker {url} over TLS: {}",
-                with_causes(error)
-            ))
+        let failed = |reason: String| {
+            DataFusionError::Execution(format!("cannot reach the worker {url} over TLS: {reason}"))
         };
-        let channel = Endpoint::from_shared(url.to_string())
+        let endpoint = Endpoint::from_shared(url.to_string())
             .and_then(|endpoint| endpoint.tls_config(self.0.tls.clone()))
-            .map_err(|error| failed(&error))?
-            .connect()
-            .await
-            .map_err(|error| failed(&error))?;
-        channels.insert(url.clone(), channel.clone());
-        Ok(channel)
+            .map_err(|error| failed(with_causes(&error)))?;
+        let channel = match tokio::time::timeout(TLS_CONNECT_TIMEOUT, endpoint.connect()).await {
+            Ok(connected) => connected.map_err(|error| failed(with_causes(&error)))?,
+            Err(_) => {
+                return Err(failed(format!(
+                    "no TLS connection within {} s",
+                    TLS_CONNECT_TIMEOUT.as_secs()
+                )));
+            }
+        };
+        Ok(self
+            .0
+            .secure
+            .lock()
+            .expect("not poisoned")
+            .entry(url.clone())
+            .or_insert(channel)
+            .clone())
     }
 }
 

@@ -15,8 +15,8 @@ pub async fn run(
 ) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(Identity::from_pem(
-            crate::read_pem(cert, "--tls-cert")?,
-            crate::read_pem(key, "--tls-key")?,
+            crate::pem::certificates(cert, "--tls-cert")?.bytes,
+            crate::pem::private_key(key, "--tls-key")?.bytes,
         )),
         _ => None,
     };
@@ -33,7 +33,8 @@ pub async fn run(
                 "worker on {} without GPULEDGER_WORKER_SECRET: anyone who reaches this port can read the lake",
                 args.listen
             );
-        } else if options.tls.is_none() {
+        }
+        if options.tls.is_none() {
             tracing::warn!(
                 "worker on {} without --tls-cert: the secret and the lake's rows cross the network in the clear",
                 args.listen

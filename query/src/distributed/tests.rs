@@ -11,11 +11,25 @@ use super::*;
 
 #[test]
 fn workers_are_host_port_pairs() {
-    let workers = Workers::parse(" 127.0.0.1:8090, http://w2:9000 ,").unwrap();
+    let workers =
+        Workers::parse(" 127.0.0.1:8090, http://w2:9000 ,https://w3:8443,https://w4:443").unwrap();
     let urls: Vec<&str> = workers.urls().iter().map(Url::as_str).collect();
-    assert_eq!(urls, ["http://127.0.0.1:8090/", "http://w2:9000/"]);
+    assert_eq!(
+        urls,
+        [
+            "http://127.0.0.1:8090/",
+            "http://w2:9000/",
+            "https://w3:8443/",
+            "https://w4/"
+        ]
+    );
+    let addresses: Vec<&str> = workers.health.each().map(|w| w.address).collect();
+    assert_eq!(
+        addresses,
+        ["127.0.0.1:8090", "w2:9000", "w3:8443", "w4:443"]
+    );
     assert!(Workers::parse("").unwrap().is_empty());
-    for bad in ["w1", "https://w1:443", "ftp://w:1", "w1:port"] {
+    for bad in ["w1", "ftp://w:1", "w1:port", "https://:443"] {
         let error = Workers::parse(bad).unwrap_err();
         assert!(error.contains(bad), "{error}");
     }

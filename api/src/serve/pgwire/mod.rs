@@ -77,17 +77,9 @@ async fn accept(listener: TcpListener, tls: Option<TlsAcceptor>, state: AppState
 /// TLS from PEM files: a certificate chain and its private key (PKCS#8, PKCS#1 or SEC1).
 fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, Box<dyn Error>> {
     use pgwire::tokio::tokio_rustls::rustls;
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-    let named = |path: &Path| {
-        let path = path.display().to_string();
-        move |error: rustls::pki_types::pem::Error| format!("{path}: {error}")
-    };
-    let chain = CertificateDer::pem_file_iter(cert)
-        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-        .map_err(named(cert))?;
-    let key = PrivateKeyDer::from_pem_file(key).map_err(named(key))?;
+    let chain = crate::pem::certificates(cert, "--pg-tls-cert")?.parsed;
+    let key = crate::pem::private_key(key, "--pg-tls-key")?.parsed;
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
