@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::golden::{load_worked_example, run_ok};
-use crate::support::{Ledger, Server, ledgers};
+use crate::support::{Ledger, ledgers};
 
 fn close(actual: &Value, expected: f64) -> bool {
     actual.as_f64().is_some_and(|a| (a - expected).abs() < 1e-6)
@@ -33,15 +33,6 @@ fn assert_status(
     assert_eq!(status["thresholds_crossed"], crossed, "{status}");
 }
 
-fn create(server: &Server, token: &str, name: &str, spec: Value) -> (u16, Value) {
-    server.send(
-        "POST",
-        token,
-        "/v1/budgets",
-        &json!({"name": name, "spec": spec}),
-    )
-}
-
 #[test]
 fn budgets_and_their_status_on_the_worked_example() {
     for ledger in ledgers() {
@@ -52,12 +43,8 @@ fn budgets_and_their_status_on_the_worked_example() {
         let server = ledger.serve(&[]);
         let backend = ledger.backend;
 
-        let (status, body) = create(
-            &server,
-            &admin,
-            "nlp-monthly",
-            json!({"team": "nlp", "amount": 100}),
-        );
+        let (status, body) =
+            server.create_budget(&admin, "nlp-monthly", json!({"team": "nlp", "amount": 100}));
         assert_eq!(status, 201, "[{backend}] {body}");
         assert_eq!(
             body,
@@ -65,19 +52,15 @@ fn budgets_and_their_status_on_the_worked_example() {
                 "team": "nlp", "namespace": null, "cost_center": null, "amount": 100.0,
                 "currency": "USD", "thresholds": [50.0, 80.0, 100.0], "webhook": null}})
         );
-        let (status, _) = create(
-            &server,
-            &admin,
-            "nlp-monthly",
-            json!({"team": "nlp", "amount": 5}),
-        );
+        let (status, _) =
+            server.create_budget(&admin, "nlp-monthly", json!({"team": "nlp", "amount": 5}));
         assert_eq!(status, 409);
         // An invalid spec is 422 (valid JSON, invalid budget), as on /v1/objects.
-        let (status, body) = create(&server, &admin, "bad", json!({"team": "nlp", "amount": 0}));
+        let (status, body) =
+            server.create_budget(&admin, "bad", json!({"team": "nlp", "amount": 0}));
         assert_eq!(status, 422);
         assert_eq!(body["detail"], "spec.amount: must be a number > 0 (got 0)");
-        let (status, body) = create(
-            &server,
+        let (status, body) = server.create_budget(
             &admin,
             "bad",
             json!({"team": "nlp", "cost_center": "cc", "amount": 1}),
@@ -88,23 +71,23 @@ fn budgets_and_their_status_on_the_worked_example() {
             "spec.cost_center: set exactly one of team, namespace, cost_center (team is set)"
         );
         assert_eq!(
-            create(
-                &server,
-                &admin,
-                "vision-monthly",
-                json!({"team": "vision", "amount": 40})
-            )
-            .0,
+            server
+                .create_budget(
+                    &admin,
+                    "vision-monthly",
+                    json!({"team": "vision", "amount": 40})
+                )
+                .0,
             201
         );
         assert_eq!(
-            create(
-                &server,
-                &admin,
-                "ml-namespace",
-                json!({"namespace": "ml", "amount": 50})
-            )
-            .0,
+            server
+                .create_budget(
+                    &admin,
+                    "ml-namespace",
+                    json!({"namespace": "ml", "amount": 50})
+                )
+                .0,
             201
         );
 
@@ -234,12 +217,8 @@ fn budgets_and_their_status_on_the_worked_example() {
             &json!({"spec": {"team": "vision", "amount": 1}}),
         );
         assert_eq!(status, 404);
-        let (status, _) = create(
-            &server,
-            &vision_admin,
-            "nlp-2",
-            json!({"team": "nlp", "amount": 1}),
-        );
+        let (status, _) =
+            server.create_budget(&vision_admin, "nlp-2", json!({"team": "nlp", "amount": 1}));
         assert_eq!(status, 403);
         assert_eq!(
             server
@@ -282,7 +261,9 @@ fn budgets_and_their_status_on_the_worked_example() {
         assert_eq!(kept["spec"]["amount"], 100.0, "{kept}");
         // A read token changes nothing.
         assert_eq!(
-            create(&server, &nlp, "nlp-3", json!({"team": "nlp", "amount": 1})).0,
+            server
+                .create_budget(&nlp, "nlp-3", json!({"team": "nlp", "amount": 1}))
+                .0,
             403
         );
 
@@ -410,8 +391,7 @@ fn a_crossing_calls_the_webhook_once_across_rounds_and_restarts() {
         let server = ledger.serve(&["--budget-interval", "1s"]);
         let backend = ledger.backend;
         // 12.00 of 14 is 85.71 %: 80 is crossed, 100 is not.
-        let (status, body) = create(
-            &server,
+        let (status, body) = server.create_budget(
             &admin,
             "nlp-cap",
             json!({"team": "nlp", "amount": 14, "thresholds": [80, 100], "webhook": receiver.url}),
@@ -419,13 +399,13 @@ fn a_crossing_calls_the_webhook_once_across_rounds_and_restarts() {
         assert_eq!(status, 201, "[{backend}] {body}");
         // The cost center reads the label of nlp's allocations: the same 12.00, no webhook.
         assert_eq!(
-            create(
-                &server,
-                &admin,
-                "cc-42",
-                json!({"cost_center": "cc-42", "amount": 10})
-            )
-            .0,
+            server
+                .create_budget(
+                    &admin,
+                    "cc-42",
+                    json!({"cost_center": "cc-42", "amount": 10})
+                )
+                .0,
             201
         );
         receiver.wait_for(1);

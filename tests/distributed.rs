@@ -84,6 +84,24 @@ async fn rows(ctx: &SessionContext, sql: &str) -> Result<Vec<String>, String> {
 const BY_TEAM: &str = "SELECT team, count(*) AS hours, sum(alloc_seconds) / 3600 AS held \
                        FROM gpu_hours GROUP BY team ORDER BY team";
 
+/// GPU-hours each team of the worked example held, as `server` answers them over HTTP: nlp 12,
+/// unattributed 1, vision 6.
+fn assert_worked_example_hours_held(server: &crate::support::Server, token: &str) {
+    let held = server.rows(
+        token,
+        "SELECT team, sum(alloc_seconds) / 3600 AS held FROM gpu_hours \
+         WHERE team IS NOT NULL GROUP BY team ORDER BY team",
+    );
+    assert_eq!(
+        held,
+        vec![
+            serde_json::json!({"team": "nlp", "held": 12.0}),
+            serde_json::json!({"team": "unattributed", "held": 1.0}),
+            serde_json::json!({"team": "vision", "held": 6.0}),
+        ]
+    );
+}
+
 /// A team's session through the workers sees its own rows, the same as in-process, from a plan
 /// whose stages carry the team's barrier to the workers; so do its table functions and the
 /// HTTP API of a `serve --workers`.
@@ -143,19 +161,7 @@ fn team_scoping_holds_on_the_workers() {
         let seen = server.rows(&nlp, "SELECT DISTINCT team FROM gpu_hours");
         assert_eq!(seen, vec![serde_json::json!({"team": "nlp"})]);
         let admin_token = ledger.token("admin", None);
-        let held = server.rows(
-            &admin_token,
-            "SELECT team, sum(alloc_seconds) / 3600 AS held FROM gpu_hours \
-             WHERE team IS NOT NULL GROUP BY team ORDER BY team",
-        );
-        assert_eq!(
-            held,
-            vec![
-                serde_json::json!({"team": "nlp", "held": 12.0}),
-                serde_json::json!({"team": "unattributed", "held": 1.0}),
-                serde_json::json!({"team": "vision", "held": 6.0}),
-            ]
-        );
+        assert_worked_example_hours_held(&server, &admin_token);
         // A worker's error keeps its class: a value past the cap (evaluated in the scan's
         // stage, on a worker) is 422 / 54000 as in-process.
         let (status, body) = server.sql(
@@ -372,20 +378,7 @@ fn workers_over_tls_answer_only_coordinators_that_trust_their_certificate() {
         "--worker-split-bytes",
         "1",
     ]);
-    let admin = ledger.token("admin", None);
-    let held = server.rows(
-        &admin,
-        "SELECT team, sum(alloc_seconds) / 3600 AS held FROM gpu_hours \
-         WHERE team IS NOT NULL GROUP BY team ORDER BY team",
-    );
-    assert_eq!(
-        held,
-        vec![
-            serde_json::json!({"team": "nlp", "held": 12.0}),
-            serde_json::json!({"team": "unattributed", "held": 1.0}),
-            serde_json::json!({"team": "vision", "held": 6.0}),
-        ]
-    );
+    assert_worked_example_hours_held(&server, &ledger.token("admin", None));
 
     // A key that is not one, a CA's file as a worker's CA that holds no certificate, and a key
     // that is not the certificate's: the worker says which flag and stops before it listens.

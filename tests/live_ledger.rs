@@ -85,12 +85,8 @@ fn serve_builds_the_ledger_from_what_lands() {
             );
             assert_eq!(status, 201, "[{backend}] {body}");
         }
-        let (status, body) = server.send(
-            "POST",
-            &admin,
-            "/v1/budgets",
-            &json!({"name": "nlp-cap", "spec": {"team": "nlp", "amount": 10}}),
-        );
+        let (status, body) =
+            server.create_budget(&admin, "nlp-cap", json!({"team": "nlp", "amount": 10}));
         assert_eq!(status, 201, "[{backend}] {body}");
 
         // nlp holds the GPU 00:00–10:00: 10 GPU-hours × 1.20 = 12.00.
@@ -248,12 +244,8 @@ fn every_input_over_http_reaches_the_ledger_without_a_build() {
                          "gpu_model": "NVIDIA L4", "capacity_type": "on_demand"}}),
     );
     assert_eq!(status, 201, "{body}");
-    let (status, body) = server.send(
-        "POST",
-        &admin,
-        "/v1/budgets",
-        &json!({"name": "nlp-cap", "spec": {"team": "nlp", "amount": 8}}),
-    );
+    let (status, body) =
+        server.create_budget(&admin, "nlp-cap", json!({"team": "nlp", "amount": 8}));
     assert_eq!(status, 201, "{body}");
 
     // Telemetry: one sample a minute, SM activity and temperature.

@@ -388,12 +388,8 @@ fn a_server_stopped_mid_round_exits_cleanly_and_quietly() {
             let log = ledger.dir.path().join(format!("serve-{run}.log"));
             let server = ledger.serve_logging_to(extra, &log);
             if run == 0 {
-                let (status, body) = server.send(
-                    "POST",
-                    &admin,
-                    "/v1/budgets",
-                    &json!({"name": "nlp-cap", "spec": {"team": "nlp", "amount": 10}}),
-                );
+                let (status, body) =
+                    server.create_budget(&admin, "nlp-cap", json!({"team": "nlp", "amount": 10}));
                 assert_eq!(status, 201, "[{backend}] {body}");
             }
             if extra == &busy {

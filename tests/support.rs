@@ -346,6 +346,16 @@ impl Server {
         (status, response.json().unwrap_or(Value::Null))
     }
 
+    /// `POST /v1/budgets` as `token`: the status and the body as JSON.
+    pub fn create_budget(&self, token: &str, name: &str, spec: Value) -> (u16, Value) {
+        self.send(
+            "POST",
+            token,
+            "/v1/budgets",
+            &serde_json::json!({"name": name, "spec": spec}),
+        )
+    }
+
     /// `method path` with a JSON body as `token`: the status and the body as JSON.
     pub fn send(&self, method: &str, token: &str, path: &str, body: &Value) -> (u16, Value) {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
