@@ -75,17 +75,32 @@ impl TableWriter {
         if batch.num_rows() == 0 {
             return Ok(vec![]);
         }
+        // Splitting, sorting and encoding are CPU work: on a blocking thread, so that the
+        // runtime's threads go on serving requests (and a service's health checks) meanwhile.
+        let batch = batch.clone();
+        let encoded = tokio::task::spawn_blocking(move || -> Result<Vec<_>> {
+            split_by_day_and_scope(table, &batch)?
+                .into_iter()
+                .map(|(date, scope, part)| {
+                    let sorted = sort_rows(table, &part)?;
+                    let (min_ts, max_ts) = time_range(table, &sorted);
+                    let bytes = encode_parquet(&sorted)?;
+                    Ok((date, scope, sorted.num_rows(), min_ts, max_ts, bytes))
+                })
+                .collect()
+        })
+        .await
+        .map_err(|error| {
+            LakeError::Invalid(format!("encoding a {table} file stopped: {error}"))
+        })??;
         let mut written = Vec::new();
-        for (date, scope, part) in split_by_day_and_scope(table, batch)? {
-            let sorted = sort_rows(table, &part)?;
-            let (min_ts, max_ts) = time_range(table, &sorted);
-            let bytes = encode_parquet(&sorted)?;
+        for (date, scope, rows, min_ts, max_ts, bytes) in encoded {
             let path = TableFilePath::new(table, date, &self.batch_id, self.next_seq);
             self.next_seq += 1;
             let file = WrittenFile {
                 path,
                 scope,
-                rows: sorted.num_rows() as u64,
+                rows: rows as u64,
                 bytes: bytes.len() as u64,
                 min_ts,
                 max_ts,

@@ -172,3 +172,73 @@ async fn a_null_time_is_refused() {
         .unwrap();
     assert_eq!(files[0].path.date.to_string(), "2024-09-18");
 }
+
+/// Sorting and encoding are done off the runtime's threads: on a one-thread runtime, a task
+/// beside a write of 200,000 rows keeps running while they are encoded. (Done in the write's
+/// own task, as before, nothing else ran until the file was written: the in-memory store's
+/// upload never waits.)
+#[test]
+fn a_write_leaves_the_runtime_free_while_it_encodes() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let rows = 200_000;
+        let batch = batch_with_columns(
+            Table::TokenUsage,
+            vec![
+                (
+                    "ts",
+                    ts(&(0..rows)
+                        .map(|i| SEP_18 + (rows - i) * 1_000)
+                        .collect::<Vec<_>>()),
+                ),
+                (
+                    "request_id",
+                    Arc::new(StringArray::from_iter_values(
+                        (0..rows).map(|i| format!("r{i}")),
+                    )),
+                ),
+                (
+                    "model",
+                    Arc::new(StringArray::from(vec!["llama"; rows as usize])),
+                ),
+                (
+                    "input_tokens",
+                    Arc::new(Int64Array::from_iter_values(0..rows)),
+                ),
+                (
+                    "source",
+                    Arc::new(StringArray::from(vec!["canonical"; rows as usize])),
+                ),
+            ],
+        )
+        .unwrap();
+        let turns = Arc::new(AtomicU64::new(0));
+        let beside = tokio::spawn({
+            let turns = Arc::clone(&turns);
+            async move {
+                loop {
+                    turns.fetch_add(1, Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        tokio::task::yield_now().await;
+        let before = turns.load(Ordering::Relaxed);
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let written = TableWriter::new(store, "big")
+            .write(Table::TokenUsage, &batch)
+            .await
+            .unwrap();
+        let during = turns.load(Ordering::Relaxed) - before;
+        beside.abort();
+        assert_eq!(written.len(), 1);
+        assert_eq!(written[0].rows, rows as u64);
+        assert!(
+            during > 0,
+            "the task beside the write never ran while it encoded"
+        );
+    });
+}
