@@ -390,7 +390,7 @@ async fn build_day(
             )));
         }
         Err(error) => {
-            gpuledger_lake::retirement::discard(lake, &files).await;
+            gpuledger_lake::retirement::keep_after_failed_commit(&files);
             return Err(error.into());
         }
         Ok(_) => {}

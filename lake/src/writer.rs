@@ -76,9 +76,16 @@ impl TableWriter {
             return Ok(vec![]);
         }
         // Splitting, sorting and encoding are CPU work: on a blocking thread, so that the
-        // runtime's threads go on serving requests (and a service's health checks) meanwhile.
+        // runtime's threads go on serving requests (and a service's health checks) meanwhile;
+        // as many at once as there are cores, so that memory does not grow with the number of
+        // requests writing.
+        let permit = ENCODERS
+            .acquire()
+            .await
+            .map_err(|error| LakeError::Invalid(format!("the encoders stopped: {error}")))?;
         let batch = batch.clone();
         let encoded = tokio::task::spawn_blocking(move || -> Result<Vec<_>> {
+            let _permit = permit;
             split_by_day_and_scope(table, &batch)?
                 .into_iter()
                 .map(|(date, scope, part)| {
@@ -113,6 +120,15 @@ impl TableWriter {
         Ok(written)
     }
 }
+
+/// Writes being encoded at once, in the process: one per core.
+static ENCODERS: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
+    tokio::sync::Semaphore::new(
+        std::thread::available_parallelism()
+            .map(std::num::NonZero::get)
+            .unwrap_or(2),
+    )
+});
 
 pub fn encode_parquet(batch: &RecordBatch) -> Result<Vec<u8>> {
     let mut buffer = Vec::with_capacity(batch.get_array_memory_size() / 4);

@@ -647,7 +647,9 @@ impl WorkerChannels {
         let failed = |reason: String| {
             DataFusionError::Execution(format!("cannot reach the worker {url} over TLS: {reason}"))
         };
+        // The bound holds for the reconnections tonic makes later (a restarted worker) too.
         let endpoint = Endpoint::from_shared(url.to_string())
+            .map(|endpoint| endpoint.connect_timeout(TLS_CONNECT_TIMEOUT))
             .and_then(|endpoint| endpoint.tls_config(self.0.tls.clone()))
             .map_err(|error| failed(with_causes(&error)))?;
         let channel = match tokio::time::timeout(TLS_CONNECT_TIMEOUT, endpoint.connect()).await {

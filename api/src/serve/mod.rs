@@ -383,14 +383,23 @@ pub async fn run(lake: Lake, args: ServeArgs) -> Result<(), Box<dyn std::error::
     }
     background.stop().await;
     // A round stopped mid-way still holds its lease: freed now, the next process (a restart, a
-    // replica) builds and compacts at once instead of waiting for it to run out.
-    for (lease, owner) in [
-        (live_ledger::LEASE, state.ledger.owner()),
-        (gpuledger_lake::compaction::LEASE, compaction_owner.as_str()),
-    ] {
-        if let Err(error) = state.lake.catalog().release_lease(lease, owner).await {
-            tracing::warn!(%error, lease, "could not free a lease at shutdown; it runs out by itself");
+    // replica) builds and compacts at once instead of waiting for it to run out. Bounded: an
+    // unreachable catalog does not hold the shutdown past a supervisor's grace period.
+    let free_leases = async {
+        for (lease, owner) in [
+            (live_ledger::LEASE, state.ledger.owner()),
+            (gpuledger_lake::compaction::LEASE, compaction_owner.as_str()),
+        ] {
+            if let Err(error) = state.lake.catalog().release_lease(lease, owner).await {
+                tracing::warn!(%error, lease, "could not free a lease at shutdown; it runs out by itself");
+            }
         }
+    };
+    if tokio::time::timeout(std::time::Duration::from_secs(3), free_leases)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the catalog did not answer at shutdown: leases run out by themselves");
     }
     served?;
     Ok(())
