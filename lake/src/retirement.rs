@@ -268,8 +268,9 @@ pub async fn place(lake: &Lake, written: &[WrittenFile]) -> SettleReport {
 }
 
 /// Deletes the uploads of a batch that was certainly not committed (its writing failed, or it
-/// repeated a batch the catalog holds); after a commit that failed, [`keep_after_failed_commit`]. Best effort: no catalog row lists them, so nothing reads them, and the next
-/// vacuum deletes what is left after [`ABANDONED_AFTER`].
+/// repeated a batch the catalog holds); after a commit that failed, [`keep_after_failed_commit`].
+/// Best effort: no catalog row lists them, so nothing reads them, and the next vacuum deletes
+/// what is left after [`ABANDONED_AFTER`].
 pub async fn discard(lake: &Lake, written: &[WrittenFile]) {
     for file in written {
         if let Err(error) = delete_object(lake.store().as_ref(), &file.staged()).await {
