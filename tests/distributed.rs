@@ -585,6 +585,11 @@ fn a_build_that_loses_a_worker_builds_the_day_again_without_it() {
         stdout.contains("2026-11-02: 24 hours recomputed") && stdout.contains("(balanced)"),
         "{stdout}"
     );
+    // The per-GPU step itself ran on the two workers left, one task each.
+    assert!(
+        stdout.contains("; GPU-hours computed in 2 tasks on query workers"),
+        "{stdout}"
+    );
     assert!(
         stderr.contains(&format!(
             "warning: query worker {dying} was lost under the day's inputs: nothing of that attempt was kept, and the day was built again without it"
@@ -657,6 +662,8 @@ proptest! {
             .output()
             .unwrap();
         prop_assert!(out.status.success(), "{}", describe(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        prop_assert!(stdout.contains("tasks on query workers"), "{}", stdout);
         prop_assert_eq!(&runtime.block_on(ledger_tables(&lake)), &expected);
         let through = session(&lake, Some(&workers), Scope::All, None);
         let total = "SELECT count(*), round(sum(amount), 6) FROM cost_entries";

@@ -9,11 +9,9 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Field, Int32Type};
 use datafusion::prelude::SessionContext;
 use gpuledger_ledger::allocation::{Allocation, Event, EventKind, Labels, PodGpus};
-use gpuledger_ledger::build::GpuTelemetry;
-use gpuledger_ledger::gpu_hours::{UsageSample, usage_measure};
 use gpuledger_ledger::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
 use gpuledger_query::columns::{column, floats, int32s, several, strings, text, timestamps, value};
-use gpuledger_query::ledger_inputs::{GpuKeys, owned, query};
+use gpuledger_query::ledger_inputs::{GpuKeys, gpu_rows, owned, query};
 pub use gpuledger_query::ledger_inputs::{billing, stored_gpu_hours, ts_literal, usage};
 
 use crate::error::BuildError;
@@ -114,308 +112,39 @@ pub async fn events(ctx: &SessionContext, window: Span) -> Result<Vec<Event>, Bu
     Ok(events)
 }
 
-/// Per GPU: one usage reading per time for the whole GPU, and one per pod-labelled series (MIG
-/// instances, pods sharing a time-sliced GPU). Rows of one series and time are merged first — an
-/// input that lists each metric family apart may land a (series, time) as several partial rows —
-/// then each reading takes one measure (`usage_measure`): the whole GPU's is the highest of its
-/// series at that time (busy when any part of it is busy), never their average.
-pub async fn telemetry(
-    ctx: &SessionContext,
-    span: Span,
-    window: Span,
-    max_sample_gap: Micros,
-) -> Result<HashMap<(String, String, u32), GpuTelemetry>, BuildError> {
-    // The rows as they lie in the files (sorted by series and time within each): no GROUP BY or
-    // ORDER BY over string columns in the engine, which cost more than the ledger itself. The
-    // same-series duplicates a GROUP BY merged are merged below, per GPU, after a sort on time.
-    let sql = format!(
-        "SELECT cluster, node, gpu_index, mig_instance, gpu_uuid, namespace, pod, container, ts,
-                sm_active, gr_engine_active, gpu_util, power_w
-         FROM gpu_samples WHERE {}",
-        gpu_rows(Span::new(span.start - max_sample_gap, span.end))
-    );
-    let mut gpus: Vec<RawGpu> = Vec::new();
-    let mut index: HashMap<(String, String, u32), usize> = HashMap::new();
-    for batch in query(ctx, &sql).await? {
-        let gpu_keys = GpuKeys::of(&batch)?;
-        let [gpu_uuid, namespace, pod, container] = several(
-            &batch,
-            strings,
-            ["gpu_uuid", "namespace", "pod", "container"],
-        )?;
-        let mig = int32s(&batch, "mig_instance")?;
-        let ts = timestamps(&batch, "ts")?;
-        let [sm_active, gr_engine_active, gpu_util, power_w] = several(
-            &batch,
-            floats,
-            ["sm_active", "gr_engine_active", "gpu_util", "power_w"],
-        )?;
-        // Rows of one GPU and series come in runs: the key is looked up once per run.
-        let mut current: Option<usize> = None;
-        for row in 0..batch.num_rows() {
-            let (Some((cluster, node, gpu_index)), Some(at)) =
-                (gpu_keys.key_ref(row), value(&ts, row))
-            else {
-                continue; // filtered by the query
-            };
-            let gpu = match current {
-                Some(g) if gpus[g].key_ref() == (cluster, node, gpu_index) => g,
-                _ => {
-                    let key = (cluster.to_string(), node.to_string(), gpu_index);
-                    let g = *index.entry(key.clone()).or_insert_with(|| {
-                        gpus.push(RawGpu::new(key));
-                        gpus.len() - 1
-                    });
-                    current = Some(g);
-                    g
-                }
-            };
-            let series = gpus[gpu].series_of(
-                value(&mig, row),
-                text(&gpu_uuid, row),
-                text(&namespace, row),
-                text(&pod, row),
-                text(&container, row),
-            );
-            gpus[gpu].rows.push(RawReading {
-                ts: at,
-                series,
-                sm_active: value(&sm_active, row),
-                gr_engine_active: value(&gr_engine_active, row),
-                gpu_util: value(&gpu_util, row),
-                power_w: value(&power_w, row),
-            });
-        }
-    }
-    let mut telemetry: HashMap<(String, String, u32), GpuTelemetry> = HashMap::new();
-    for gpu in gpus {
-        telemetry.insert(gpu.key.clone(), gpu.into_telemetry());
-    }
-    for (key, readings) in xid_readings(ctx, window, max_sample_gap).await? {
-        telemetry.entry(key).or_default().xid = readings;
-    }
-    Ok(telemetry)
-}
-
-/// A series of one GPU: (mig_instance, gpu_uuid, namespace, pod, container).
-type SeriesKey = (
-    Option<i32>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
-
-/// One row of `gpu_samples` as read, before its series' duplicates are merged.
-#[derive(Clone, Copy)]
-struct RawReading {
-    ts: Micros,
-    /// Position in [`RawGpu::series`].
-    series: u32,
-    sm_active: Option<f64>,
-    gr_engine_active: Option<f64>,
-    gpu_util: Option<f64>,
-    power_w: Option<f64>,
-}
-
-impl RawReading {
-    /// Another row of the same series and time (a sample landed twice, or its families in two
-    /// inputs): each measure's highest value, as `max()` over a group.
-    fn merge(&mut self, other: &RawReading) {
-        self.sm_active = higher(self.sm_active, other.sm_active);
-        self.gr_engine_active = higher(self.gr_engine_active, other.gr_engine_active);
-        self.gpu_util = higher(self.gpu_util, other.gpu_util);
-        self.power_w = higher(self.power_w, other.power_w);
-    }
-}
-
-fn higher(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-/// The rows of one GPU (cluster, node, index) as read, and the series they belong to.
-struct RawGpu {
-    key: (String, String, u32),
-    series: Vec<SeriesKey>,
-    /// The series of the last row, where the next row most likely belongs too.
-    last_series: u32,
-    rows: Vec<RawReading>,
-}
-
-impl RawGpu {
-    fn new(key: (String, String, u32)) -> Self {
-        Self {
-            key,
-            series: Vec::new(),
-            last_series: 0,
-            rows: Vec::new(),
-        }
-    }
-
-    fn key_ref(&self) -> (&str, &str, u32) {
-        (&self.key.0, &self.key.1, self.key.2)
-    }
-
-    /// The position of a series in [`Self::series`], added when new.
-    fn series_of(
-        &mut self,
-        mig: Option<i32>,
-        uuid: Option<&str>,
-        namespace: Option<&str>,
-        pod: Option<&str>,
-        container: Option<&str>,
-    ) -> u32 {
-        let same = |s: &SeriesKey| {
-            s.0 == mig
-                && s.1.as_deref() == uuid
-                && s.2.as_deref() == namespace
-                && s.3.as_deref() == pod
-                && s.4.as_deref() == container
-        };
-        if self.series.get(self.last_series as usize).is_some_and(same) {
-            return self.last_series;
-        }
-        let position = match self.series.iter().position(same) {
-            Some(position) => position,
-            None => {
-                let owned = |s: Option<&str>| s.map(str::to_string);
-                self.series.push((
-                    mig,
-                    owned(uuid),
-                    owned(namespace),
-                    owned(pod),
-                    owned(container),
-                ));
-                self.series.len() - 1
-            }
-        };
-        self.last_series = position as u32;
-        self.last_series
-    }
-
-    /// The GPU's readings, one per time (the highest of its series'), and each pod's; a series'
-    /// rows of the same time merged first, as a `GROUP BY` of series and time would.
-    fn into_telemetry(mut self) -> GpuTelemetry {
-        self.rows.sort_unstable_by_key(|r| (r.ts, r.series));
-        let mut telemetry = GpuTelemetry::default();
-        let mut of_series: Vec<Vec<UsageSample>> = vec![Vec::new(); self.series.len()];
-        let mut rows = self.rows.into_iter().peekable();
-        while let Some(mut reading) = rows.next() {
-            while let Some(next) =
-                rows.next_if(|n| (n.ts, n.series) == (reading.ts, reading.series))
-            {
-                reading.merge(&next);
-            }
-            let sample = UsageSample {
-                ts: reading.ts,
-                sm_active: usage_measure(
-                    reading.sm_active,
-                    reading.gr_engine_active,
-                    reading.gpu_util,
-                ),
-                power_w: reading.power_w,
-            };
-            highest_at(&mut telemetry.samples, sample);
-            of_series[reading.series as usize].push(sample);
-        }
-        // A pod's readings: those of its series (several when it spans MIG instances or
-        // containers), the highest per time.
-        for (series, samples) in self.series.iter().zip(of_series) {
-            let (_, _, Some(namespace), Some(pod), _) = series else {
-                continue;
-            };
-            let readings = telemetry
-                .pod_samples
-                .entry((namespace.clone(), pod.clone()))
-                .or_default();
-            if readings.is_empty() {
-                *readings = samples;
-                continue;
-            }
-            let mut all = std::mem::take(readings);
-            all.extend(samples);
-            all.sort_by_key(|s| s.ts);
-            for sample in all {
-                highest_at(readings, sample);
-            }
-        }
-        telemetry
-    }
-}
-
-/// Appends a reading to a time-sorted list, or merges it into the reading of the same time by
-/// taking the higher value of each measure.
-fn highest_at(samples: &mut Vec<UsageSample>, reading: UsageSample) {
-    match samples.last_mut() {
-        Some(last) if last.ts == reading.ts => {
-            last.sm_active = higher(last.sm_active, reading.sm_active);
-            last.power_w = higher(last.power_w, reading.power_w);
-        }
-        _ => samples.push(reading),
-    }
-}
-
-/// The changes of each GPU's last XID over the whole window (whatever hours are rebuilt, so a
-/// fault that began before them is still seen): its first reading and every reading that differs
-/// from the one before.
-async fn xid_readings(
-    ctx: &SessionContext,
-    window: Span,
-    max_sample_gap: Micros,
-) -> Result<HashMap<(String, String, u32), Vec<(Micros, u32)>>, BuildError> {
-    let sql = format!(
-        "SELECT cluster, node, gpu_index, ts, xid FROM (
-             SELECT cluster, node, gpu_index, ts, xid,
-                    lag(xid) OVER (PARTITION BY cluster, node, gpu_index ORDER BY ts) AS previous
-             FROM (SELECT cluster, node, gpu_index, ts, CAST(max(xid_last) AS INT) AS xid
-                   FROM gpu_samples WHERE {} AND xid_last IS NOT NULL
-                   GROUP BY cluster, node, gpu_index, ts))
-         WHERE previous IS NULL OR previous <> xid
-         ORDER BY cluster, node, gpu_index, ts",
-        gpu_rows(Span::new(window.start - max_sample_gap, window.end))
-    );
-    let mut readings: HashMap<(String, String, u32), Vec<(Micros, u32)>> = HashMap::new();
-    for batch in query(ctx, &sql).await? {
-        let gpus = GpuKeys::of(&batch)?;
-        let (ts, xid) = (timestamps(&batch, "ts")?, int32s(&batch, "xid")?);
-        for row in 0..batch.num_rows() {
-            let (Some(key), Some(at), Some(xid)) =
-                (gpus.key(row), value(&ts, row), value(&xid, row))
-            else {
-                continue; // filtered by the query
-            };
-            readings
-                .entry(key)
-                .or_default()
-                .push((at, xid.max(0) as u32));
-        }
-    }
-    Ok(readings)
-}
-
 /// What the window's telemetry says of each GPU, whatever hours are rebuilt: which pods
 /// dcgm-exporter saw on it, and its UUID (the least, should it report several), so that every
-/// row of a GPU names the same UUID however its hours were built.
+/// row of a GPU names the same UUID however its hours were built; and which GPUs have readings
+/// from `max_sample_gap` before the window on (those whose readings can count in it), so that
+/// a node no one declared is known before its telemetry is read.
 pub struct GpuIdentities {
     pub pod_gpus: PodGpus,
     pub uuids: HashMap<(String, String, u32), String>,
+    pub gpus: BTreeSet<(String, String, u32)>,
 }
 
 pub async fn gpu_identities(
     ctx: &SessionContext,
     window: Span,
+    max_sample_gap: Micros,
 ) -> Result<GpuIdentities, BuildError> {
+    let in_window = |column: &str| {
+        format!(
+            "CASE WHEN ts >= {} THEN {column} END AS {column}",
+            ts_literal(window.start)
+        )
+    };
     let sql = format!(
-        "SELECT DISTINCT cluster, node, gpu_index, gpu_uuid, namespace, pod FROM gpu_samples
-         WHERE {} AND (gpu_uuid IS NOT NULL OR (namespace IS NOT NULL AND pod IS NOT NULL))",
-        gpu_rows(window)
+        "SELECT DISTINCT cluster, node, gpu_index, {}, {}, {} FROM gpu_samples WHERE {}",
+        in_window("gpu_uuid"),
+        in_window("namespace"),
+        in_window("pod"),
+        gpu_rows(Span::new(window.start - max_sample_gap, window.end))
     );
     let mut identities = GpuIdentities {
         pod_gpus: PodGpus::new(),
         uuids: HashMap::new(),
+        gpus: BTreeSet::new(),
     };
     for batch in query(ctx, &sql).await? {
         let gpus = GpuKeys::of(&batch)?;
@@ -428,6 +157,7 @@ pub async fn gpu_identities(
             let Some((cluster, node, gpu)) = gpus.key(row) else {
                 continue; // filtered by the query
             };
+            identities.gpus.insert((cluster.clone(), node.clone(), gpu));
             if let Some(uuid) = owned(&uuids, row) {
                 identities
                     .uuids
@@ -559,14 +289,6 @@ pub async fn allocations_unchanged_outside(
 }
 
 /// Telemetry rows of identified GPUs in a span.
-fn gpu_rows(span: Span) -> String {
-    format!(
-        "ts >= {} AND ts < {} AND node IS NOT NULL AND gpu_index IS NOT NULL",
-        ts_literal(span.start),
-        ts_literal(span.end)
-    )
-}
-
 /// The GPU-seconds of the stored `gpu_hours` rows of a window, whatever their class, per
 /// (day, cluster, node): what the balance prices by the rate card.
 pub async fn gpu_seconds(

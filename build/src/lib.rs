@@ -11,7 +11,6 @@
 
 pub mod error;
 mod inputs;
-mod outputs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -24,7 +23,7 @@ use gpuledger_lake::Lake;
 use gpuledger_lake::catalog::{CommitOutcome, NewBatch};
 use gpuledger_lake::tables::Table;
 use gpuledger_lake::writer::TableWriter;
-use gpuledger_ledger::build::{LedgerInputs, Node, rate_card_rates, rebuild, resolve_team};
+use gpuledger_ledger::build::{LedgerInputs, Node, finish, prepare, rate_card_rates, resolve_team};
 use gpuledger_ledger::gpu_hours::{ClassifyConfig, GpuHour};
 use gpuledger_ledger::journal::{Balance, by_day};
 use gpuledger_ledger::money::Money;
@@ -46,6 +45,8 @@ pub struct DayReport {
     pub gpu_hour_rows: usize,
     pub balance: Balance,
     pub warnings: Vec<String>,
+    /// How many query-worker tasks computed the day's GPU-hours (0: this process did).
+    pub worker_tasks: usize,
 }
 
 /// The currency of the ledger's own tables: that of the billing lines.
@@ -283,7 +284,7 @@ async fn build_day(
     config: &ClassifyConfig,
 ) -> Result<DayReport, BuildError> {
     let started_at = Utc::now().timestamp_micros();
-    let identities = inputs::gpu_identities(ctx, window).await?;
+    let identities = inputs::gpu_identities(ctx, window, config.max_sample_gap).await?;
     let mut inputs = LedgerInputs {
         window,
         nodes: declared.nodes.clone(),
@@ -306,17 +307,13 @@ async fn build_day(
     };
     let declared_nodes = inputs.nodes.len();
     let mut dirty = dirty.to_vec();
+    let mut worker_tasks;
     let out = loop {
         // Telemetry only matters where GPU-hours are recomputed: load just the dirty span.
         let recomputed = Span::new(
             dirty.iter().map(|s| s.start).min().unwrap_or(window.start),
             dirty.iter().map(|s| s.end).max().unwrap_or(window.end),
         );
-        inputs.telemetry =
-            inputs::telemetry(ctx, recomputed, window, config.max_sample_gap).await?;
-        for (key, telemetry) in &mut inputs.telemetry {
-            telemetry.gpu_uuid = identities.uuids.get(key).cloned();
-        }
         inputs.nodes.truncate(declared_nodes);
         let whole_day = dirty == [window];
         let kept: Vec<_> = if whole_day {
@@ -338,8 +335,23 @@ async fn build_day(
             .iter()
             .map(|r| (r.cluster.clone(), r.node.clone(), r.gpu_index))
             .collect();
-        add_undeclared_nodes(&mut inputs, kept_gpus);
-        let out = rebuild(&inputs, &dirty, kept);
+        add_undeclared_nodes(
+            &mut inputs,
+            identities.gpus.iter().cloned().chain(kept_gpus),
+        );
+        let prepared = prepare(&inputs, &dirty);
+        let gap = config.max_sample_gap;
+        let run = gpuledger_query::gpu_hours_exec::gpu_hours(
+            ctx,
+            &prepared.plan,
+            &prepared.nodes,
+            &identities.uuids,
+            Span::new(recomputed.start - gap, recomputed.end),
+            Span::new(window.start - gap, window.end),
+        )
+        .await?;
+        worker_tasks = run.worker_tasks;
+        let out = finish(&inputs, prepared, run.rows, kept);
         // An allocation can change outside the dirty hours (late telemetry shows which GPU a
         // pod was on; a late start moves a run): then the kept hours are stale, and the whole
         // day is built again, so that an incremental build equals a build from scratch.
@@ -357,20 +369,24 @@ async fn build_day(
     let allowed = inputs.allowed_teams.as_ref();
     files.extend(
         writer
-            .write(Table::GpuHours, &outputs::gpu_hours_batch(&out.gpu_hours))
+            .write(
+                Table::GpuHours,
+                &gpuledger_query::ledger_outputs::gpu_hours_batch(&out.gpu_hours),
+            )
             .await?,
     );
     files.extend(
         writer
             .write(
                 Table::CostEntries,
-                &outputs::cost_entries_batch(&out.cost_entries, CURRENCY),
+                &gpuledger_query::ledger_outputs::cost_entries_batch(&out.cost_entries, CURRENCY),
             )
             .await?,
     );
-    let allocations = outputs::allocations_batch(&out.allocations, window, |a| {
-        resolve_team(a.labels.team.as_deref(), allowed)
-    });
+    let allocations =
+        gpuledger_query::ledger_outputs::allocations_batch(&out.allocations, window, |a| {
+            resolve_team(a.labels.team.as_deref(), allowed)
+        });
     files.extend(writer.write(Table::Allocations, &allocations).await?);
     let batch = NewBatch {
         batch_id: batch_id.clone(),
@@ -410,6 +426,7 @@ async fn build_day(
             .iter()
             .map(|w| format!("{}: {}", w.subject, w.message))
             .collect(),
+        worker_tasks,
     })
 }
 
@@ -418,9 +435,12 @@ fn uuid_suffix() -> String {
 }
 
 /// Nodes the catalog does not declare come from `node_up` events, else from the GPUs seen in
-/// telemetry or in the day's stored rows (on demand, priced by the rate card): a node is never
-/// silently ignored.
-fn add_undeclared_nodes(inputs: &mut LedgerInputs, stored_gpus: Vec<(String, String, u32)>) {
+/// telemetry or in the day's stored rows (`seen_gpus`; on demand, priced by the rate card): a
+/// node is never silently ignored.
+fn add_undeclared_nodes(
+    inputs: &mut LedgerInputs,
+    seen_gpus: impl Iterator<Item = (String, String, u32)>,
+) {
     let mut known: BTreeSet<(String, String)> = inputs
         .nodes
         .iter()
@@ -441,7 +461,7 @@ fn add_undeclared_nodes(inputs: &mut LedgerInputs, stored_gpus: Vec<(String, Str
         }
     }
     known.extend(discovered.keys().cloned());
-    for (cluster, node, gpu) in inputs.telemetry.keys().cloned().chain(stored_gpus) {
+    for (cluster, node, gpu) in seen_gpus {
         let key = (cluster.clone(), node.clone());
         if !known.contains(&key) {
             let entry = discovered

@@ -183,7 +183,7 @@ impl GpuSource {
 }
 
 /// One workload's hold on one physical GPU over one interval.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Allocation {
     pub cluster: String,
     pub node: String,

@@ -54,7 +54,7 @@ fn one_u32() -> u32 {
 }
 
 /// A declared reservation: idle time it covers is intentional.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reservation {
     pub cluster: String,
     pub node: String,
@@ -154,16 +154,225 @@ pub fn build(inputs: &LedgerInputs) -> LedgerOutput {
 
 /// Recomputes the GPU-hours of `hours` only (late data touched them), keeps the stored rows of
 /// the other hours as they are, and recomputes the window's journal and balance from all rows.
+///
+/// In three steps, so that the middle one can run elsewhere: [`prepare`] the fleet-wide part
+/// (prices, allocations, faults), [`node_gpu_hours`] on each node with its telemetry, and
+/// [`finish`] the journal and balance over every node's rows.
 pub fn rebuild(inputs: &LedgerInputs, hours: &[Span], kept: Vec<GpuHour>) -> LedgerOutput {
+    let prepared = prepare(inputs, hours);
+    let rows = prepared
+        .nodes
+        .iter()
+        .flat_map(|work| {
+            node_gpu_hours(&prepared.plan, work, |gpu_index| {
+                inputs.telemetry.get(&(
+                    work.node.cluster.clone(),
+                    work.node.node.clone(),
+                    gpu_index,
+                ))
+            })
+        })
+        .collect();
+    finish(inputs, prepared, rows, kept)
+}
+
+/// The per-GPU work of one node, all but its telemetry: the unit a ledger build shards by (no
+/// `gpu_hours` row depends on another node's data).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeWork {
+    pub node: Node,
+    pub price: Option<NodePrice>,
+    /// The node's allocations, in the build's order.
+    pub allocations: Vec<Allocation>,
+    /// The reservations declared on the node.
+    pub reservations: Vec<Reservation>,
+    /// When the node was down (`node_down` … `node_up`), within the window.
+    pub faults: Vec<Span>,
+}
+
+/// What the work of every node shares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuHoursPlan {
+    pub window: Span,
+    /// The hours recomputed.
+    pub hours: Vec<Span>,
+    pub config: ClassifyConfig,
+    pub allowed_teams: Option<BTreeSet<String>>,
+}
+
+/// A build's fleet-wide first step: every node's work, and what the journal needs afterwards.
+pub struct Prepared {
+    pub plan: GpuHoursPlan,
+    /// One per node, in the order of (cluster, node).
+    pub nodes: Vec<NodeWork>,
+    pub allocations: Vec<Allocation>,
+    pub warnings: Vec<Warning>,
+    priced: Priced,
+}
+
+/// Prices the window's billing onto nodes, builds the allocations from the events, and hands
+/// each node its share of both.
+pub fn prepare(inputs: &LedgerInputs, hours: &[Span]) -> Prepared {
+    let window = inputs.window;
     let nodes: BTreeMap<NodeKey, &Node> = inputs
         .nodes
         .iter()
         .map(|n| ((n.cluster.clone(), n.node.clone()), n))
         .collect();
-    let priced = price(inputs, &nodes);
-    let (allocations, mut rows, warnings) = gpu_hours_stage(inputs, &nodes, &priced, hours);
+    let mut priced = price(inputs, &nodes);
+    let node_gpus: HashMap<NodeKey, NodeGpus> = nodes
+        .iter()
+        .map(|(k, n)| {
+            (
+                k.clone(),
+                NodeGpus {
+                    gpu_count: n.gpu_count,
+                    gpu_model: n.gpu_model.clone(),
+                    replicas: n.gpu_replicas,
+                },
+            )
+        })
+        .collect();
+    let (allocations, mut warnings) =
+        build_allocations(&inputs.events, window, &node_gpus, &inputs.pod_gpus);
+    warnings.append(&mut priced.warnings);
+    let mut node_allocations: HashMap<NodeKey, Vec<Allocation>> = HashMap::new();
+    for a in &allocations {
+        node_allocations
+            .entry((a.cluster.clone(), a.node.clone()))
+            .or_default()
+            .push(a.clone());
+    }
+    let mut faults = fault_spans(&inputs.events, window);
+    let works = nodes
+        .into_iter()
+        .map(|(key, node)| NodeWork {
+            price: priced.prices.get(&key).cloned(),
+            allocations: node_allocations.remove(&key).unwrap_or_default(),
+            reservations: inputs
+                .reservations
+                .iter()
+                .filter(|r| r.cluster == key.0 && r.node == key.1)
+                .cloned()
+                .collect(),
+            faults: faults.remove(&key).unwrap_or_default(),
+            node: node.clone(),
+        })
+        .collect();
+    Prepared {
+        plan: GpuHoursPlan {
+            window,
+            hours: hours.to_vec(),
+            config: inputs.config,
+            allowed_teams: inputs.allowed_teams.clone(),
+        },
+        nodes: works,
+        allocations,
+        warnings,
+        priced,
+    }
+}
+
+/// The `gpu_hours` rows of one node's GPUs in the plan's hours; `telemetry` gives a GPU's
+/// telemetry by its index.
+pub fn node_gpu_hours<'t>(
+    plan: &GpuHoursPlan,
+    work: &NodeWork,
+    telemetry: impl Fn(u32) -> Option<&'t GpuTelemetry>,
+) -> Vec<GpuHour> {
+    let window = plan.window;
+    let node = &work.node;
+    let within_hours = |span: Span| -> Vec<Span> {
+        plan.hours
+            .iter()
+            .map(|h| span.intersect(h))
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    let owner = |a: &Allocation| Owner {
+        team: resolve_team(a.labels.team.as_deref(), plan.allowed_teams.as_ref()),
+        namespace: a.namespace.clone(),
+        workload: a.workload.clone(),
+    };
+    let mut rows = Vec::new();
+    for gpu_index in 0..node.gpu_count {
+        let telemetry = telemetry(gpu_index);
+        let gpu_allocations: Vec<&Allocation> = work
+            .allocations
+            .iter()
+            .filter(|a| a.gpu_index == gpu_index)
+            .collect();
+        // Observed: every hour with a sample, and every hour an allocation covers.
+        let mut observed = observed_hours(
+            telemetry
+                .iter()
+                .flat_map(|t| t.samples.iter().map(|s| s.ts)),
+        );
+        observed.extend(gpu_allocations.iter().map(|a| whole_hours(a.span)));
+        let mut existence: Vec<Span> = match &work.price {
+            Some(NodePrice::Billed(segments)) => segments.iter().map(|p| p.span).collect(),
+            _ => Vec::new(),
+        };
+        existence.extend(observed.iter().map(|s| s.intersect(&window)));
+        let existence: Vec<Span> = existence.into_iter().flat_map(within_hours).collect();
+        let prices = match &work.price {
+            Some(NodePrice::Billed(segments)) => segments.clone(),
+            Some(NodePrice::RateCard(rate)) => union(&existence)
+                .into_iter()
+                .map(|span| PriceSegment {
+                    span,
+                    price_per_hour: *rate,
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let timeline = GpuTimeline {
+            cluster: node.cluster.clone(),
+            node: node.node.clone(),
+            gpu_index,
+            gpu_uuid: telemetry.and_then(|t| t.gpu_uuid.clone()),
+            existence,
+            allocations: gpu_allocations,
+            reservations: work
+                .reservations
+                .iter()
+                .filter(|r| {
+                    r.gpu_indices
+                        .as_ref()
+                        .is_none_or(|g| g.contains(&gpu_index))
+                })
+                .map(|r| (r.span.intersect(&window), r.reason.clone()))
+                .collect(),
+            faults: work
+                .faults
+                .iter()
+                .copied()
+                .chain(
+                    telemetry
+                        .into_iter()
+                        .flat_map(|t| xid_faults(&t.xid, window)),
+                )
+                .collect(),
+            samples: telemetry.map(|t| t.samples.clone()).unwrap_or_default(),
+            pod_samples: telemetry.map(|t| t.pod_samples.clone()).unwrap_or_default(),
+            prices,
+        };
+        rows.extend(gpu_hours(&timeline, &plan.config, owner));
+    }
+    rows
+}
+
+/// The build's last step: every node's `rows` and the `kept` ones in one order, then the
+/// journal and balance over them.
+pub fn finish(
+    inputs: &LedgerInputs,
+    prepared: Prepared,
+    mut rows: Vec<GpuHour>,
+    kept: Vec<GpuHour>,
+) -> LedgerOutput {
     rows.extend(kept);
-    // A total order, so that kept and recomputed rows journal alike whatever their origin.
+    // A total order, so that kept and recomputed rows journal alike whatever their origin (and
+    // whichever shard computed them).
     fn row_order(r: &GpuHour) -> impl Ord + '_ {
         (
             (&r.cluster, &r.node, r.gpu_index, r.hour),
@@ -171,13 +380,13 @@ pub fn rebuild(inputs: &LedgerInputs, hours: &[Span], kept: Vec<GpuHour>) -> Led
         )
     }
     rows.sort_by(|a, b| row_order(a).cmp(&row_order(b)));
-    let (cost_entries, balance) = journal_stage(inputs, &priced, &rows);
+    let (cost_entries, balance) = journal_stage(inputs, &prepared.priced, &rows);
     LedgerOutput {
-        allocations,
+        allocations: prepared.allocations,
         gpu_hours: rows,
         cost_entries,
         balance,
-        warnings,
+        warnings: prepared.warnings,
     }
 }
 
@@ -191,8 +400,12 @@ struct Priced {
     warnings: Vec<Warning>,
 }
 
-enum NodePrice {
+/// What a node's GPU time costs in the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum NodePrice {
+    /// The prices its billing lines set, each over its span.
     Billed(Vec<PriceSegment>),
+    /// The rate card's price per GPU-hour, over the time its GPUs are seen.
     RateCard(f64),
 }
 
@@ -370,117 +583,6 @@ fn price(inputs: &LedgerInputs, nodes: &BTreeMap<NodeKey, &Node>) -> Priced {
         }
     }
     priced
-}
-
-fn gpu_hours_stage(
-    inputs: &LedgerInputs,
-    nodes: &BTreeMap<NodeKey, &Node>,
-    priced: &Priced,
-    hours: &[Span],
-) -> (Vec<Allocation>, Vec<GpuHour>, Vec<Warning>) {
-    let window = inputs.window;
-    let node_gpus: HashMap<NodeKey, NodeGpus> = nodes
-        .iter()
-        .map(|(k, n)| {
-            (
-                k.clone(),
-                NodeGpus {
-                    gpu_count: n.gpu_count,
-                    gpu_model: n.gpu_model.clone(),
-                    replicas: n.gpu_replicas,
-                },
-            )
-        })
-        .collect();
-    let (allocations, mut warnings) =
-        build_allocations(&inputs.events, window, &node_gpus, &inputs.pod_gpus);
-    warnings.extend(priced.warnings.iter().cloned());
-    let team_of =
-        |a: &Allocation| resolve_team(a.labels.team.as_deref(), inputs.allowed_teams.as_ref());
-    let within_hours = |span: Span| -> Vec<Span> {
-        hours
-            .iter()
-            .map(|h| span.intersect(h))
-            .filter(|s| !s.is_empty())
-            .collect()
-    };
-    let faults = fault_spans(&inputs.events, window);
-    let mut rows: Vec<GpuHour> = Vec::new();
-    for (key, node) in nodes {
-        let price = priced.prices.get(key);
-        for gpu_index in 0..node.gpu_count {
-            let telemetry = inputs
-                .telemetry
-                .get(&(key.0.clone(), key.1.clone(), gpu_index));
-            let gpu_allocations: Vec<&Allocation> = allocations
-                .iter()
-                .filter(|a| a.cluster == key.0 && a.node == key.1 && a.gpu_index == gpu_index)
-                .collect();
-            // Observed: every hour with a sample, and every hour an allocation covers.
-            let mut observed = observed_hours(
-                telemetry
-                    .iter()
-                    .flat_map(|t| t.samples.iter().map(|s| s.ts)),
-            );
-            observed.extend(gpu_allocations.iter().map(|a| whole_hours(a.span)));
-            let mut existence: Vec<Span> = match price {
-                Some(NodePrice::Billed(segments)) => segments.iter().map(|p| p.span).collect(),
-                _ => Vec::new(),
-            };
-            existence.extend(observed.iter().map(|s| s.intersect(&window)));
-            let existence: Vec<Span> = existence.into_iter().flat_map(within_hours).collect();
-            let prices = match price {
-                Some(NodePrice::Billed(segments)) => segments.clone(),
-                Some(NodePrice::RateCard(rate)) => union(&existence)
-                    .into_iter()
-                    .map(|span| PriceSegment {
-                        span,
-                        price_per_hour: *rate,
-                    })
-                    .collect(),
-                None => Vec::new(),
-            };
-            let timeline = GpuTimeline {
-                cluster: key.0.clone(),
-                node: key.1.clone(),
-                gpu_index,
-                gpu_uuid: telemetry.and_then(|t| t.gpu_uuid.clone()),
-                existence,
-                allocations: gpu_allocations,
-                reservations: inputs
-                    .reservations
-                    .iter()
-                    .filter(|r| r.cluster == key.0 && r.node == key.1)
-                    .filter(|r| {
-                        r.gpu_indices
-                            .as_ref()
-                            .is_none_or(|g| g.contains(&gpu_index))
-                    })
-                    .map(|r| (r.span.intersect(&window), r.reason.clone()))
-                    .collect(),
-                faults: faults
-                    .get(key)
-                    .into_iter()
-                    .flatten()
-                    .copied()
-                    .chain(
-                        telemetry
-                            .into_iter()
-                            .flat_map(|t| xid_faults(&t.xid, window)),
-                    )
-                    .collect(),
-                samples: telemetry.map(|t| t.samples.clone()).unwrap_or_default(),
-                pod_samples: telemetry.map(|t| t.pod_samples.clone()).unwrap_or_default(),
-                prices,
-            };
-            rows.extend(gpu_hours(&timeline, &inputs.config, |a| Owner {
-                team: team_of(a),
-                namespace: a.namespace.clone(),
-                workload: a.workload.clone(),
-            }));
-        }
-    }
-    (allocations, rows, warnings)
 }
 
 fn journal_stage(

@@ -14,12 +14,14 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::allocation::Allocation;
 use crate::money::Money;
 use crate::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
 
 /// Defaults of docs/design.md §5.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ClassifyConfig {
     /// SM activity (0–1) below which allocated time is idle.
     pub idle_threshold: f64,
@@ -69,7 +71,7 @@ fn reading_at(samples: &[UsageSample], t: Micros, max_gap: Micros) -> Option<&Us
 }
 
 /// A price in force over a span, per GPU-hour.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PriceSegment {
     pub span: Span,
     pub price_per_hour: f64,

@@ -1,5 +1,7 @@
 //! Time as the ledger counts it: microseconds since the Unix epoch (UTC), half-open spans.
 
+use serde::{Deserialize, Serialize};
+
 pub type Micros = i64;
 
 pub const MICROS_PER_SECOND: Micros = 1_000_000;
@@ -7,7 +9,9 @@ pub const MICROS_PER_HOUR: Micros = 3_600 * MICROS_PER_SECOND;
 pub const MICROS_PER_DAY: Micros = 24 * MICROS_PER_HOUR;
 
 /// `[start, end)`. Empty when `end <= start`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 pub struct Span {
     pub start: Micros,
     pub end: Micros,

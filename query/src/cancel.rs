@@ -34,6 +34,8 @@ use datafusion::physical_plan::{
 use datafusion_distributed::NetworkBoundaryExt;
 use futures::Stream;
 
+use crate::gpu_hours_exec::GpuHoursExec;
+
 /// Set once the query's answer is no longer wanted; shared by every operator of its plan.
 #[derive(Debug, Clone, Default)]
 pub struct Cancellation {
@@ -71,6 +73,15 @@ impl Cancellation {
     pub fn guard(&self, plan: Arc<dyn ExecutionPlan>) -> DfResult<Arc<dyn ExecutionPlan>> {
         if plan.is_network_boundary() {
             return Ok(plan);
+        }
+        // Its reads are not children (they travel with their partition): guard them too, or a
+        // worker's time limit would stop the step only once it had read everything.
+        if let Some(gpu_hours) = plan.downcast_ref::<GpuHoursExec>() {
+            let guarded = gpu_hours.map_reads(|read| self.guard(read))?;
+            return Ok(Arc::new(StopWhenCancelledExec {
+                input: Arc::new(guarded),
+                cancellation: self.clone(),
+            }));
         }
         let children = plan
             .children()

@@ -59,6 +59,7 @@ use url::Url;
 
 use crate::cancel::Cancellation;
 use crate::error::QueryError;
+use crate::gpu_hours_exec::{self, GpuHoursCodec, GpuHoursExec};
 use crate::scope::TeamRowsExec;
 use crate::session::{LAKE_URL, register_functions};
 
@@ -371,8 +372,11 @@ pub(crate) fn coordinate(
     let mut builder = builder
         .with_query_planner(Arc::new(WhereWorkersCan { distributed }))
         .with_distributed_user_codec(TeamRowsCodec)
+        .with_distributed_user_codec(GpuHoursCodec)
         .with_distributed_desired_task_count_handler(team_rows_task_count)
-        .with_distributed_scale_up_leaf_node_handler(team_rows_scale_up);
+        .with_distributed_desired_task_count_handler(gpu_hours_exec::task_count)
+        .with_distributed_scale_up_leaf_node_handler(team_rows_scale_up)
+        .with_distributed_scale_up_leaf_node_handler(gpu_hours_exec::scale_up);
     if let Some(bytes) = workers.bytes_per_task {
         builder = builder.with_distributed_file_scan_config_bytes_per_partition(bytes)?;
     }
@@ -755,6 +759,7 @@ fn worker_session(
         .builder
         .with_runtime_env(runtime)
         .with_distributed_user_codec(TeamRowsCodec)
+        .with_distributed_user_codec(GpuHoursCodec)
         .with_distributed_channel_resolver(options.peers.clone())
         .with_distributed_passthrough_headers(secret_headers(options.secret.as_deref())?)?
         .with_distributed_worker_plan_rewrite_handler(refuse_unless_reading_the_lake)
@@ -798,6 +803,9 @@ fn check_reads_the_lake(plan: &Arc<dyn ExecutionPlan>) -> DfResult<()> {
     }
     if let Some(barrier) = plan.downcast_ref::<TeamRowsExec>() {
         check_reads_the_lake(barrier.input())?;
+    }
+    if let Some(gpu_hours) = plan.downcast_ref::<GpuHoursExec>() {
+        gpu_hours.reads().try_for_each(check_reads_the_lake)?;
     }
     plan.children()
         .into_iter()

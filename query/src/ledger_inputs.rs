@@ -84,6 +84,15 @@ pub fn ts_literal(micros: Micros) -> String {
     format!("arrow_cast({micros}, 'Timestamp(µs, \"UTC\")')")
 }
 
+/// The `gpu_samples` rows of `span` that belong to a GPU (those with a node and an index).
+pub fn gpu_rows(span: Span) -> String {
+    format!(
+        "ts >= {} AND ts < {} AND node IS NOT NULL AND gpu_index IS NOT NULL",
+        ts_literal(span.start),
+        ts_literal(span.end)
+    )
+}
+
 pub async fn query(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>, QueryError> {
     Ok(ctx.sql(sql).await?.collect().await?)
 }
@@ -251,81 +260,87 @@ pub async fn stored_gpu_hours(
     );
     let mut rows = Vec::new();
     for batch in query(ctx, &sql).await? {
-        let gpus = GpuKeys::of(&batch)?;
-        let hours = timestamps(&batch, "hour")?;
-        let [uuid, team, namespace, workload, reserved_reason] = several(
-            &batch,
-            strings,
-            [
-                "gpu_uuid",
-                "team",
-                "namespace",
-                "workload",
-                "reserved_reason",
-            ],
-        )?;
-        let seconds = |name: &str| -> Result<_, QueryError> {
-            let values = floats(&batch, name)?;
-            Ok(move |row: usize| value(&values, row).unwrap_or(0.0))
+        rows.extend(gpu_hour_rows(&batch)?);
+    }
+    Ok(rows)
+}
+
+/// The rows of a batch of the `gpu_hours` table (the table's own columns, in any order).
+pub fn gpu_hour_rows(batch: &RecordBatch) -> Result<Vec<GpuHour>, QueryError> {
+    let mut rows = Vec::with_capacity(batch.num_rows());
+    let gpus = GpuKeys::of(batch)?;
+    let hours = timestamps(batch, "hour")?;
+    let [uuid, team, namespace, workload, reserved_reason] = several(
+        batch,
+        strings,
+        [
+            "gpu_uuid",
+            "team",
+            "namespace",
+            "workload",
+            "reserved_reason",
+        ],
+    )?;
+    let seconds = |name: &str| -> Result<_, QueryError> {
+        let values = floats(batch, name)?;
+        Ok(move |row: usize| value(&values, row).unwrap_or(0.0))
+    };
+    let cost = |name: &str| -> Result<_, QueryError> {
+        let values = money(batch, name)?;
+        Ok(move |row: usize| value(&values, row).map_or(Money::ZERO, Money::from_units))
+    };
+    let (alloc, busy, allocated_idle, reserved, unexplained, fault, energy) = (
+        seconds("alloc_seconds")?,
+        seconds("busy_seconds")?,
+        seconds("allocated_idle_seconds")?,
+        seconds("reserved_seconds")?,
+        seconds("unexplained_seconds")?,
+        seconds("fault_seconds")?,
+        seconds("energy_wh")?,
+    );
+    let sm_active = floats(batch, "sm_active")?;
+    let (total, cost_busy, cost_allocated_idle, cost_reserved, cost_unexplained, cost_fault) = (
+        cost("cost")?,
+        cost("cost_busy")?,
+        cost("cost_allocated_idle")?,
+        cost("cost_reserved")?,
+        cost("cost_unexplained")?,
+        cost("cost_fault")?,
+    );
+    for row in 0..batch.num_rows() {
+        let (Some((cluster, node, gpu_index)), Some(hour)) = (gpus.key(row), value(&hours, row))
+        else {
+            continue; // the table's required columns are never null
         };
-        let cost = |name: &str| -> Result<_, QueryError> {
-            let values = money(&batch, name)?;
-            Ok(move |row: usize| value(&values, row).map_or(Money::ZERO, Money::from_units))
-        };
-        let (alloc, busy, allocated_idle, reserved, unexplained, fault, energy) = (
-            seconds("alloc_seconds")?,
-            seconds("busy_seconds")?,
-            seconds("allocated_idle_seconds")?,
-            seconds("reserved_seconds")?,
-            seconds("unexplained_seconds")?,
-            seconds("fault_seconds")?,
-            seconds("energy_wh")?,
-        );
-        let sm_active = floats(&batch, "sm_active")?;
-        let (total, cost_busy, cost_allocated_idle, cost_reserved, cost_unexplained, cost_fault) = (
-            cost("cost")?,
-            cost("cost_busy")?,
-            cost("cost_allocated_idle")?,
-            cost("cost_reserved")?,
-            cost("cost_unexplained")?,
-            cost("cost_fault")?,
-        );
-        for row in 0..batch.num_rows() {
-            let (Some((cluster, node, gpu_index)), Some(hour)) =
-                (gpus.key(row), value(&hours, row))
-            else {
-                continue; // the table's required columns are never null
-            };
-            rows.push(GpuHour {
-                hour,
-                cluster,
-                node,
-                gpu_index,
-                gpu_uuid: owned(&uuid, row),
-                owner: owned(&team, row).map(|team| Owner {
-                    team,
-                    namespace: owned(&namespace, row),
-                    workload: owned(&workload, row),
-                }),
-                alloc_seconds: alloc(row),
-                busy_seconds: busy(row),
-                allocated_idle_seconds: allocated_idle(row),
-                reserved_seconds: reserved(row),
-                reserved_reason: owned(&reserved_reason, row),
-                unexplained_seconds: unexplained(row),
-                fault_seconds: fault(row),
-                sm_active: value(&sm_active, row),
-                energy_wh: energy(row),
-                cost: total(row),
-                class_costs: ClassCosts {
-                    busy: cost_busy(row),
-                    allocated_idle: cost_allocated_idle(row),
-                    reserved: cost_reserved(row),
-                    unexplained: cost_unexplained(row),
-                    fault: cost_fault(row),
-                },
-            });
-        }
+        rows.push(GpuHour {
+            hour,
+            cluster,
+            node,
+            gpu_index,
+            gpu_uuid: owned(&uuid, row),
+            owner: owned(&team, row).map(|team| Owner {
+                team,
+                namespace: owned(&namespace, row),
+                workload: owned(&workload, row),
+            }),
+            alloc_seconds: alloc(row),
+            busy_seconds: busy(row),
+            allocated_idle_seconds: allocated_idle(row),
+            reserved_seconds: reserved(row),
+            reserved_reason: owned(&reserved_reason, row),
+            unexplained_seconds: unexplained(row),
+            fault_seconds: fault(row),
+            sm_active: value(&sm_active, row),
+            energy_wh: energy(row),
+            cost: total(row),
+            class_costs: ClassCosts {
+                busy: cost_busy(row),
+                allocated_idle: cost_allocated_idle(row),
+                reserved: cost_reserved(row),
+                unexplained: cost_unexplained(row),
+                fault: cost_fault(row),
+            },
+        });
     }
     Ok(rows)
 }

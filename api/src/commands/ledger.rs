@@ -36,8 +36,12 @@ pub async fn run(lake: &Lake, args: LedgerArgs) -> Result<ExitCode, Box<dyn std:
                 println!("ledger is up to date for {first} … {last}");
             }
             for day in &reports {
+                let place = match day.worker_tasks {
+                    0 => String::new(),
+                    tasks => format!("; GPU-hours computed in {tasks} tasks on query workers"),
+                };
                 println!(
-                    "{}: {} hours recomputed, {} GPU-hour rows; {}",
+                    "{}: {} hours recomputed, {} GPU-hour rows; {}{place}",
                     day.day, day.hours, day.gpu_hour_rows, day.balance
                 );
                 for warning in day.warnings.iter().take(WARNINGS_SHOWN) {

@@ -1,0 +1,327 @@
+//! Folds a group's `gpu_samples` rows into each GPU's readings, as the per-GPU step needs them.
+
+use std::collections::HashMap;
+
+use arrow::array::RecordBatch;
+use datafusion::common::{DataFusionError, Result as DfResult};
+use gpuledger_ledger::build::GpuTelemetry;
+use gpuledger_ledger::gpu_hours::{UsageSample, usage_measure};
+use gpuledger_ledger::time::Micros;
+
+use super::GpuKey;
+use crate::columns::{floats, int32s, several, strings, text, timestamps, value};
+use crate::ledger_inputs::GpuKeys;
+
+/// The columns [`SampleFold`] reads. The rows come as they lie in the files (sorted by series
+/// and time within each): no GROUP BY or ORDER BY over string columns in the engine, which cost
+/// more than the ledger itself. Same-series duplicates are merged per GPU, after a sort on time.
+pub(super) const SAMPLE_COLUMNS: &str =
+    "cluster, node, gpu_index, mig_instance, gpu_uuid, namespace, pod, container, ts,
+       sm_active, gr_engine_active, gpu_util, power_w";
+
+/// The columns [`XidFold`] reads.
+pub(super) const XID_COLUMNS: &str = "cluster, node, gpu_index, ts, xid_last";
+
+fn keys(batch: &RecordBatch) -> DfResult<GpuKeys> {
+    GpuKeys::of(batch).map_err(|e| DataFusionError::External(Box::new(e)))
+}
+
+/// Per GPU: one usage reading per time for the whole GPU, and one per pod-labelled series (MIG
+/// instances, pods sharing a time-sliced GPU). Rows of one series and time are merged first — an
+/// input that lists each metric family apart may land a (series, time) as several partial rows —
+/// then each reading takes one measure (`usage_measure`): the whole GPU's is the highest of its
+/// series at that time (busy when any part of it is busy), never their average.
+#[derive(Default)]
+pub(super) struct SampleFold {
+    gpus: Vec<RawGpu>,
+    index: HashMap<GpuKey, usize>,
+}
+
+impl SampleFold {
+    /// What one row held costs, about (for the task's memory limit).
+    pub(super) fn bytes_per_row() -> usize {
+        std::mem::size_of::<RawReading>() + std::mem::size_of::<UsageSample>() * 2
+    }
+
+    pub(super) fn add(&mut self, batch: &RecordBatch) -> DfResult<()> {
+        let gpu_keys = keys(batch)?;
+        let [gpu_uuid, namespace, pod, container] = several(
+            batch,
+            strings,
+            ["gpu_uuid", "namespace", "pod", "container"],
+        )?;
+        let mig = int32s(batch, "mig_instance")?;
+        let ts = timestamps(batch, "ts")?;
+        let [sm_active, gr_engine_active, gpu_util, power_w] = several(
+            batch,
+            floats,
+            ["sm_active", "gr_engine_active", "gpu_util", "power_w"],
+        )?;
+        // Rows of one GPU and series come in runs: the key is looked up once per run.
+        let mut current: Option<usize> = None;
+        for row in 0..batch.num_rows() {
+            let (Some((cluster, node, gpu_index)), Some(at)) =
+                (gpu_keys.key_ref(row), value(&ts, row))
+            else {
+                continue; // filtered by the query
+            };
+            let gpu = match current {
+                Some(g) if self.gpus[g].key_ref() == (cluster, node, gpu_index) => g,
+                _ => {
+                    let key = (cluster.to_string(), node.to_string(), gpu_index);
+                    let gpus = &mut self.gpus;
+                    let g = *self.index.entry(key.clone()).or_insert_with(|| {
+                        gpus.push(RawGpu::new(key));
+                        gpus.len() - 1
+                    });
+                    current = Some(g);
+                    g
+                }
+            };
+            let series = self.gpus[gpu].series_of(
+                value(&mig, row),
+                text(&gpu_uuid, row),
+                text(&namespace, row),
+                text(&pod, row),
+                text(&container, row),
+            );
+            self.gpus[gpu].rows.push(RawReading {
+                ts: at,
+                series,
+                sm_active: value(&sm_active, row),
+                gr_engine_active: value(&gr_engine_active, row),
+                gpu_util: value(&gpu_util, row),
+                power_w: value(&power_w, row),
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn finish(self) -> HashMap<GpuKey, GpuTelemetry> {
+        self.gpus
+            .into_iter()
+            .map(|gpu| (gpu.key.clone(), gpu.into_telemetry()))
+            .collect()
+    }
+}
+
+/// The changes of each GPU's last XID: its first reading and every reading that differs from
+/// the one before (readings of one time merged to their highest first).
+#[derive(Default)]
+pub(super) struct XidFold {
+    readings: HashMap<GpuKey, Vec<(Micros, f64)>>,
+}
+
+impl XidFold {
+    pub(super) fn bytes_per_row() -> usize {
+        std::mem::size_of::<(Micros, f64)>()
+    }
+
+    pub(super) fn add(&mut self, batch: &RecordBatch) -> DfResult<()> {
+        let gpus = keys(batch)?;
+        let (ts, xid) = (timestamps(batch, "ts")?, floats(batch, "xid_last")?);
+        for row in 0..batch.num_rows() {
+            let (Some(key), Some(at), Some(xid)) =
+                (gpus.key(row), value(&ts, row), value(&xid, row))
+            else {
+                continue; // filtered by the query
+            };
+            self.readings.entry(key).or_default().push((at, xid));
+        }
+        Ok(())
+    }
+
+    pub(super) fn finish(self) -> HashMap<GpuKey, Vec<(Micros, u32)>> {
+        self.readings
+            .into_iter()
+            .map(|(key, mut readings)| {
+                readings.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+                let mut changes: Vec<(Micros, u32)> = Vec::new();
+                let mut last: Option<i32> = None;
+                let mut readings = readings.into_iter().peekable();
+                while let Some((at, mut highest)) = readings.next() {
+                    while let Some((_, next)) = readings.next_if(|(t, _)| *t == at) {
+                        highest = next; // sorted ascending: the last of a time is its highest
+                    }
+                    // As `CAST(max(xid_last) AS INT)`: a value no INT holds reads as NULL.
+                    let Some(xid) = as_int(highest) else {
+                        continue;
+                    };
+                    if last != Some(xid) {
+                        changes.push((at, xid.max(0) as u32));
+                        last = Some(xid);
+                    }
+                }
+                (key, changes)
+            })
+            .filter(|(_, changes)| !changes.is_empty())
+            .collect()
+    }
+}
+
+fn as_int(value: f64) -> Option<i32> {
+    let whole = value.trunc();
+    (whole.is_finite() && whole >= f64::from(i32::MIN) && whole <= f64::from(i32::MAX))
+        .then_some(whole as i32)
+}
+
+/// A series of one GPU: (mig_instance, gpu_uuid, namespace, pod, container).
+type SeriesKey = (
+    Option<i32>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// One row of `gpu_samples` as read, before its series' duplicates are merged.
+#[derive(Clone, Copy)]
+struct RawReading {
+    ts: Micros,
+    /// Position in [`RawGpu::series`].
+    series: u32,
+    sm_active: Option<f64>,
+    gr_engine_active: Option<f64>,
+    gpu_util: Option<f64>,
+    power_w: Option<f64>,
+}
+
+impl RawReading {
+    /// Another row of the same series and time (a sample landed twice, or its families in two
+    /// inputs): each measure's highest value, as `max()` over a group.
+    fn merge(&mut self, other: &RawReading) {
+        self.sm_active = higher(self.sm_active, other.sm_active);
+        self.gr_engine_active = higher(self.gr_engine_active, other.gr_engine_active);
+        self.gpu_util = higher(self.gpu_util, other.gpu_util);
+        self.power_w = higher(self.power_w, other.power_w);
+    }
+}
+
+fn higher(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The rows of one GPU (cluster, node, index) as read, and the series they belong to.
+struct RawGpu {
+    key: (String, String, u32),
+    series: Vec<SeriesKey>,
+    /// The series of the last row, where the next row most likely belongs too.
+    last_series: u32,
+    rows: Vec<RawReading>,
+}
+
+impl RawGpu {
+    fn new(key: (String, String, u32)) -> Self {
+        Self {
+            key,
+            series: Vec::new(),
+            last_series: 0,
+            rows: Vec::new(),
+        }
+    }
+
+    fn key_ref(&self) -> (&str, &str, u32) {
+        (&self.key.0, &self.key.1, self.key.2)
+    }
+
+    /// The position of a series in [`Self::series`], added when new.
+    fn series_of(
+        &mut self,
+        mig: Option<i32>,
+        uuid: Option<&str>,
+        namespace: Option<&str>,
+        pod: Option<&str>,
+        container: Option<&str>,
+    ) -> u32 {
+        let same = |s: &SeriesKey| {
+            s.0 == mig
+                && s.1.as_deref() == uuid
+                && s.2.as_deref() == namespace
+                && s.3.as_deref() == pod
+                && s.4.as_deref() == container
+        };
+        if self.series.get(self.last_series as usize).is_some_and(same) {
+            return self.last_series;
+        }
+        let position = match self.series.iter().position(same) {
+            Some(position) => position,
+            None => {
+                let owned = |s: Option<&str>| s.map(str::to_string);
+                self.series.push((
+                    mig,
+                    owned(uuid),
+                    owned(namespace),
+                    owned(pod),
+                    owned(container),
+                ));
+                self.series.len() - 1
+            }
+        };
+        self.last_series = position as u32;
+        self.last_series
+    }
+
+    /// The GPU's readings, one per time (the highest of its series'), and each pod's; a series'
+    /// rows of the same time merged first, as a `GROUP BY` of series and time would.
+    fn into_telemetry(mut self) -> GpuTelemetry {
+        self.rows.sort_unstable_by_key(|r| (r.ts, r.series));
+        let mut telemetry = GpuTelemetry::default();
+        let mut of_series: Vec<Vec<UsageSample>> = vec![Vec::new(); self.series.len()];
+        let mut rows = self.rows.into_iter().peekable();
+        while let Some(mut reading) = rows.next() {
+            while let Some(next) =
+                rows.next_if(|n| (n.ts, n.series) == (reading.ts, reading.series))
+            {
+                reading.merge(&next);
+            }
+            let sample = UsageSample {
+                ts: reading.ts,
+                sm_active: usage_measure(
+                    reading.sm_active,
+                    reading.gr_engine_active,
+                    reading.gpu_util,
+                ),
+                power_w: reading.power_w,
+            };
+            highest_at(&mut telemetry.samples, sample);
+            of_series[reading.series as usize].push(sample);
+        }
+        // A pod's readings: those of its series (several when it spans MIG instances or
+        // containers), the highest per time.
+        for (series, samples) in self.series.iter().zip(of_series) {
+            let (_, _, Some(namespace), Some(pod), _) = series else {
+                continue;
+            };
+            let readings = telemetry
+                .pod_samples
+                .entry((namespace.clone(), pod.clone()))
+                .or_default();
+            if readings.is_empty() {
+                *readings = samples;
+                continue;
+            }
+            let mut all = std::mem::take(readings);
+            all.extend(samples);
+            all.sort_by_key(|s| s.ts);
+            for sample in all {
+                highest_at(readings, sample);
+            }
+        }
+        telemetry
+    }
+}
+
+/// Appends a reading to a time-sorted list, or merges it into the reading of the same time by
+/// taking the higher value of each measure.
+fn highest_at(samples: &mut Vec<UsageSample>, reading: UsageSample) {
+    match samples.last_mut() {
+        Some(last) if last.ts == reading.ts => {
+            last.sm_active = higher(last.sm_active, reading.sm_active);
+            last.power_w = higher(last.power_w, reading.power_w);
+        }
+        _ => samples.push(reading),
+    }
+}

@@ -1,0 +1,255 @@
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow::array::{Float64Array, Int32Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::empty::EmptyExec;
+use datafusion_proto::bytes::{
+    physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
+};
+use gpuledger_ledger::allocation::{Allocation, EndReason, GpuSource, Labels};
+use gpuledger_ledger::build::{GpuHoursPlan, Node, NodePrice, NodeWork, Reservation};
+use gpuledger_ledger::gpu_hours::{ClassifyConfig, PriceSegment};
+use gpuledger_ledger::time::Span;
+
+use super::telemetry::XidFold;
+use super::{GpuHoursCodec, GpuHoursExec, NodeGroup, Reads, node_range};
+
+fn node(cluster: &str, name: &str) -> Node {
+    Node {
+        cluster: cluster.into(),
+        node: name.into(),
+        resource_id: None,
+        gpu_count: 2,
+        gpu_model: "H100".into(),
+        capacity_type: "on_demand".into(),
+        gpu_cost_share: 0.7,
+        gpu_replicas: 1,
+    }
+}
+
+/// A node's work with values JSON could round badly: thirds, 0.1 + 0.2, a price of 1/7.
+fn work(cluster: &str, name: &str) -> NodeWork {
+    NodeWork {
+        node: node(cluster, name),
+        price: Some(NodePrice::Billed(vec![PriceSegment {
+            span: Span::new(0, 3_600_000_000),
+            price_per_hour: 1.0 / 7.0,
+        }])),
+        allocations: vec![Allocation {
+            cluster: cluster.into(),
+            node: name.into(),
+            gpu_index: 1,
+            namespace: Some("nlp".into()),
+            workload: Some("train".into()),
+            pod: Some("train-0".into()),
+            labels: Labels {
+                team: Some("nlp".into()),
+                ..Labels::default()
+            },
+            span: Span::new(600_000_000, 1_800_000_000),
+            share: 1.0 / 3.0,
+            mig_profile: None,
+            end_reason: EndReason::Finished,
+            gpu_source: GpuSource::Event,
+        }],
+        reservations: vec![Reservation {
+            cluster: cluster.into(),
+            node: name.into(),
+            gpu_indices: Some(vec![0]),
+            span: Span::new(0, 1_000_000),
+            reason: "warm pool".into(),
+        }],
+        faults: vec![Span::new(5, 7)],
+    }
+}
+
+fn plan() -> GpuHoursPlan {
+    GpuHoursPlan {
+        window: Span::new(0, 86_400_000_000),
+        hours: vec![Span::new(0, 3_600_000_000)],
+        config: ClassifyConfig {
+            idle_threshold: 0.1 + 0.2,
+            ..ClassifyConfig::default()
+        },
+        allowed_teams: Some(BTreeSet::from(["nlp".to_string()])),
+    }
+}
+
+fn empty_read() -> Arc<dyn ExecutionPlan> {
+    Arc::new(EmptyExec::new(Arc::new(Schema::new(vec![Field::new(
+        "node",
+        DataType::Utf8,
+        true,
+    )]))))
+}
+
+fn group(works: Vec<NodeWork>) -> Arc<NodeGroup> {
+    let gpu_uuids = works
+        .iter()
+        .map(|w| {
+            (
+                (w.node.cluster.clone(), w.node.node.clone(), 0),
+                format!("GPU-{}", w.node.node),
+            )
+        })
+        .collect();
+    Arc::new(NodeGroup {
+        works,
+        gpu_uuids,
+        reads: Some(Reads {
+            samples: empty_read(),
+            xid: empty_read(),
+        }),
+    })
+}
+
+fn nodes_of(exec: &GpuHoursExec) -> Vec<String> {
+    exec.groups
+        .iter()
+        .flat_map(|g| g.works.iter().map(|w| w.node.node.clone()))
+        .collect()
+}
+
+/// Five groups over two tasks: 0, 2, 4 and 1, 3 (padded to three partitions), every node once.
+#[test]
+fn tasks_get_disjoint_groups_that_cover_the_fleet() {
+    let groups: Vec<_> = (0..5)
+        .map(|i| group(vec![work("a", &format!("n{i}"))]))
+        .collect();
+    let exec = GpuHoursExec::new(Arc::new(plan()), groups);
+    let first = exec.for_task(0, 2);
+    let second = exec.for_task(1, 2);
+    assert_eq!(nodes_of(&first), ["n0", "n2", "n4"]);
+    assert_eq!(nodes_of(&second), ["n1", "n3"]);
+    assert_eq!(first.groups.len(), 3);
+    assert_eq!(second.groups.len(), 3);
+    assert!(second.groups[2].works.is_empty() && second.groups[2].reads.is_none());
+    // More tasks than groups: the extra tasks get one empty partition each.
+    let lone = exec.for_task(6, 7);
+    assert_eq!(lone.groups.len(), 1);
+    assert!(nodes_of(&lone).is_empty());
+    // No nodes at all: one partition that answers nothing, not a plan without partitions.
+    let none = GpuHoursExec::new(Arc::new(plan()), Vec::new());
+    assert_eq!(none.groups.len(), 1);
+    assert_eq!(none.properties().partitioning.partition_count(), 1);
+}
+
+/// What crosses to a worker comes back exactly: floats to the last bit, UUIDs, empty groups.
+#[test]
+fn the_codec_carries_the_work_exactly() {
+    let padded = GpuHoursExec::new(
+        Arc::new(plan()),
+        vec![group(vec![work("a", "n1"), work("b", "n2")])],
+    )
+    .for_task(0, 1);
+    let exec = GpuHoursExec::new(
+        Arc::clone(&padded.plan),
+        vec![Arc::clone(&padded.groups[0]), NodeGroup::empty()],
+    );
+    let bytes = physical_plan_to_bytes_with_extension_codec(Arc::new(exec), &GpuHoursCodec)
+        .expect("encodes");
+    let decoded = physical_plan_from_bytes_with_extension_codec(
+        &bytes,
+        &TaskContext::default(),
+        &GpuHoursCodec,
+    )
+    .expect("decodes");
+    let decoded = decoded
+        .downcast_ref::<GpuHoursExec>()
+        .expect("a GpuHoursExec");
+    assert_eq!(*decoded.plan, plan());
+    assert_eq!(decoded.plan.config.idle_threshold, 0.1 + 0.2);
+    assert_eq!(decoded.groups.len(), 2);
+    assert_eq!(
+        decoded.groups[0].works,
+        vec![work("a", "n1"), work("b", "n2")]
+    );
+    assert_eq!(
+        decoded.groups[0].works[0].allocations[0].share.to_bits(),
+        (1.0f64 / 3.0).to_bits()
+    );
+    assert_eq!(
+        decoded.groups[0].gpu_uuids[&("b".to_string(), "n2".to_string(), 0)],
+        "GPU-n2"
+    );
+    assert_eq!(decoded.reads().count(), 2);
+    assert!(decoded.groups[1].works.is_empty() && decoded.groups[1].reads.is_none());
+}
+
+/// A group's rows are selected by a (cluster, node) range; names with quotes stay literals.
+#[test]
+fn a_group_reads_its_range_of_nodes() {
+    assert_eq!(
+        node_range(&[work("a", "n1"), work("a", "n'9")]),
+        "coalesce(cluster, '') = 'a' AND node >= 'n1' AND node <= 'n''9'"
+    );
+    assert_eq!(
+        node_range(&[work("a", "n1"), work("b", "m")]),
+        "(coalesce(cluster, '') > 'a' OR (coalesce(cluster, '') = 'a' AND node >= 'n1')) \
+         AND (coalesce(cluster, '') < 'b' OR (coalesce(cluster, '') = 'b' AND node <= 'm'))"
+    );
+    assert_eq!(node_range(&[]), "false");
+}
+
+fn xid_batch(rows: &[(&str, i32, i64, f64)]) -> RecordBatch {
+    let schema = Schema::new(vec![
+        Field::new("cluster", DataType::Utf8, true),
+        Field::new("node", DataType::Utf8, true),
+        Field::new("gpu_index", DataType::Int32, true),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ),
+        Field::new("xid_last", DataType::Float64, true),
+    ]);
+    RecordBatch::try_new(
+        Arc::new(schema),
+        vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|_| "c"))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter_values(rows.iter().map(|r| r.2))
+                    .with_timezone("UTC"),
+            ),
+            Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.3))),
+        ],
+    )
+    .unwrap()
+}
+
+/// Each GPU's XID changes, in time order whatever order the rows came in: the highest reading
+/// of a time, repeats dropped, a value no INT holds skipped (as the SQL cast made it NULL).
+#[test]
+fn xid_readings_fold_to_their_changes() {
+    let mut fold = XidFold::default();
+    fold.add(&xid_batch(&[
+        ("n1", 0, 30, 0.0),
+        ("n1", 0, 10, 0.0),
+        ("n1", 0, 20, 79.0),
+        ("n1", 0, 20, 48.0),
+        ("n1", 1, 5, 13.0),
+    ]))
+    .unwrap();
+    fold.add(&xid_batch(&[
+        ("n1", 0, 25, 79.0),
+        ("n1", 0, 40, 1e12),
+        ("n1", 0, 50, 0.0),
+        ("n1", 1, 6, 13.0),
+    ]))
+    .unwrap();
+    let changes = fold.finish();
+    assert_eq!(
+        changes[&("c".to_string(), "n1".to_string(), 0)],
+        vec![(10, 0), (20, 79), (30, 0)]
+    );
+    assert_eq!(
+        changes[&("c".to_string(), "n1".to_string(), 1)],
+        vec![(5, 13)]
+    );
+    assert_eq!(changes.len(), 2);
+}
