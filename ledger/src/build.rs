@@ -110,7 +110,9 @@ pub struct LedgerInputs {
     pub window: Span,
     pub nodes: Vec<Node>,
     pub events: Vec<Event>,
-    /// (cluster, node, gpu index) → telemetry.
+    /// (cluster, node, gpu index) → telemetry. Read only by [`rebuild`], the whole build in
+    /// memory (the tests' and the property scenarios'); the lake's build folds each node's
+    /// telemetry where its GPU-hours are computed and passes it to [`node_gpu_hours`] instead.
     pub telemetry: HashMap<(String, String, u32), GpuTelemetry>,
     pub pod_gpus: PodGpus,
     pub reservations: Vec<Reservation>,

@@ -34,7 +34,7 @@ use datafusion::physical_plan::{
 use datafusion_distributed::NetworkBoundaryExt;
 use futures::Stream;
 
-use crate::gpu_hours_exec::GpuHoursExec;
+use crate::hidden_inputs::map_hidden_inputs;
 
 /// Set once the query's answer is no longer wanted; shared by every operator of its plan.
 #[derive(Debug, Clone, Default)]
@@ -74,12 +74,12 @@ impl Cancellation {
         if plan.is_network_boundary() {
             return Ok(plan);
         }
-        // Its reads are not children (they travel with their partition): guard them too, or a
-        // worker's time limit would stop the step only once it had read everything.
-        if let Some(gpu_hours) = plan.downcast_ref::<GpuHoursExec>() {
-            let guarded = gpu_hours.map_reads(|read| self.guard(read))?;
+        // Plans an operator holds but does not list as children (a team barrier's scan, the
+        // GPU-hours step's reads) are guarded too, or a time limit would stop such a step only
+        // once it had read everything.
+        if let Some(node) = map_hidden_inputs(plan.as_ref(), |input| self.guard(input))? {
             return Ok(Arc::new(StopWhenCancelledExec {
-                input: Arc::new(guarded),
+                input: node,
                 cancellation: self.clone(),
             }));
         }
@@ -286,5 +286,60 @@ mod tests {
         )
         .value(0);
         assert_eq!(sum, 45_150 * 20_100);
+    }
+
+    /// A team barrier's scan is no child of the barrier; the guard reaches it all the same, and
+    /// a cancelled query stops there too.
+    #[tokio::test]
+    async fn the_guard_reaches_a_team_barriers_scan() {
+        use arrow::array::{Int64Array, StringArray};
+        use arrow::datatypes::{DataType, Field, Schema};
+        use datafusion::datasource::memory::MemorySourceConfig;
+
+        use crate::hidden_inputs::hidden_inputs;
+        use crate::scope::TeamRowsExec;
+
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("gpu_hours", DataType::Int64, false),
+            Field::new("team", DataType::Utf8, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from(vec![3, 5, 7])),
+                Arc::new(StringArray::from(vec![
+                    Some("ml"),
+                    Some("infra"),
+                    Some("ml"),
+                ])),
+            ],
+        )
+        .unwrap();
+        let scan = MemorySourceConfig::try_new_exec(&[vec![batch]], schema, None).unwrap();
+        let barrier: Arc<dyn ExecutionPlan> =
+            Arc::new(TeamRowsExec::new(scan, 1, 1, "ml".into()).unwrap());
+        let ctx = SessionContext::new();
+
+        let cancellation = Cancellation::default();
+        let guarded = cancellation.guard(barrier).unwrap();
+        let inside = guarded.children()[0];
+        assert_eq!(inside.name(), "TeamRowsExec");
+        let scans = hidden_inputs(inside.as_ref());
+        assert_eq!(scans.len(), 1);
+        assert_eq!(scans[0].name(), "StopWhenCancelledExec");
+
+        // Uncancelled, the team's rows: 3 + 7.
+        let batches = collect(Arc::clone(&guarded), ctx.task_ctx()).await.unwrap();
+        let kept = arrow::array::cast::as_primitive_array::<arrow::datatypes::Int64Type>(
+            batches[0].column(0),
+        );
+        assert_eq!(kept.values().to_vec(), vec![3, 7]);
+
+        cancellation.cancel();
+        let error = collect(guarded, ctx.task_ctx()).await.unwrap_err();
+        assert_eq!(
+            error.strip_backtrace(),
+            "Execution error: the query was cancelled"
+        );
     }
 }

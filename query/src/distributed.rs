@@ -59,7 +59,8 @@ use url::Url;
 
 use crate::cancel::Cancellation;
 use crate::error::QueryError;
-use crate::gpu_hours_exec::{self, GpuHoursCodec, GpuHoursExec};
+use crate::gpu_hours_exec::{self, GpuHoursCodec};
+use crate::hidden_inputs::hidden_inputs;
 use crate::scope::TeamRowsExec;
 use crate::session::{LAKE_URL, register_functions};
 
@@ -789,7 +790,7 @@ fn refuse_unless_reading_the_lake(
     Ok(WorkerPlanRewriteEventResponse::new(event.plan))
 }
 
-fn check_reads_the_lake(plan: &Arc<dyn ExecutionPlan>) -> DfResult<()> {
+pub(crate) fn check_reads_the_lake(plan: &Arc<dyn ExecutionPlan>) -> DfResult<()> {
     if plan.downcast_ref::<DataSinkExec>().is_some() {
         return exec_err!("this worker refuses the plan: it writes, and workers only read");
     }
@@ -801,14 +802,9 @@ fn check_reads_the_lake(plan: &Arc<dyn ExecutionPlan>) -> DfResult<()> {
             scan.object_store_url.as_str()
         );
     }
-    if let Some(barrier) = plan.downcast_ref::<TeamRowsExec>() {
-        check_reads_the_lake(barrier.input())?;
-    }
-    if let Some(gpu_hours) = plan.downcast_ref::<GpuHoursExec>() {
-        gpu_hours.reads().try_for_each(check_reads_the_lake)?;
-    }
-    plan.children()
+    hidden_inputs(plan.as_ref())
         .into_iter()
+        .chain(plan.children())
         .try_for_each(check_reads_the_lake)
 }
 

@@ -94,46 +94,39 @@ pub async fn gpu_hours(
         .get_extension::<Workers>()
         .map_or(0, |w| w.urls().len());
     let wanted = state.config().target_partitions().max(1) * workers.max(1);
-    let per_group = nodes.len().div_ceil(wanted).max(1);
-    let mut groups = Vec::new();
-    for works in nodes.chunks(per_group) {
-        let works = works.to_vec();
-        let range = node_range(&works);
-        let reads = Reads {
-            samples: in_process_plan(
-                ctx,
-                &format!(
-                    "SELECT {} FROM gpu_samples WHERE {} AND {range}",
-                    telemetry::SAMPLE_COLUMNS,
-                    gpu_rows(samples)
-                ),
-            )
-            .await?,
-            xid: in_process_plan(
-                ctx,
-                &format!(
-                    "SELECT {} FROM gpu_samples WHERE {} AND xid_last IS NOT NULL AND {range}",
-                    telemetry::XID_COLUMNS,
-                    gpu_rows(xid)
-                ),
-            )
-            .await?,
-        };
-        let uuids = works
-            .iter()
-            .flat_map(|w| {
-                (0..w.node.gpu_count).filter_map(|i| {
-                    let key = (w.node.cluster.clone(), w.node.node.clone(), i);
-                    Some((key.clone(), gpu_uuids.get(&key)?.clone()))
+    // Each read is planned on its own (listing the catalog for its files): side by side.
+    let groups =
+        futures::future::try_join_all(node_groups(nodes, wanted).map(|works| async move {
+            let range = node_range(works);
+            let samples = format!(
+                "SELECT {} FROM gpu_samples WHERE {} AND {range}",
+                telemetry::SAMPLE_COLUMNS,
+                gpu_rows(samples)
+            );
+            let xid = format!(
+                "SELECT {} FROM gpu_samples WHERE {} AND xid_last IS NOT NULL AND {range}",
+                telemetry::XID_COLUMNS,
+                gpu_rows(xid)
+            );
+            let (samples, xid) =
+                futures::try_join!(in_process_plan(ctx, &samples), in_process_plan(ctx, &xid))?;
+            let uuids = works
+                .iter()
+                .flat_map(|w| {
+                    (0..w.node.gpu_count).filter_map(|i| {
+                        let key = (w.node.cluster.clone(), w.node.node.clone(), i);
+                        let uuid = gpu_uuids.get(&key)?.clone();
+                        Some((key, uuid))
+                    })
                 })
-            })
-            .collect();
-        groups.push(Arc::new(NodeGroup {
-            works,
-            gpu_uuids: uuids,
-            reads: Some(reads),
-        }));
-    }
+                .collect();
+            Ok::<_, QueryError>(Arc::new(NodeGroup {
+                works: Arc::new(works.to_vec()),
+                gpu_uuids: Arc::new(uuids),
+                reads: Some(Reads { samples, xid }),
+            }))
+        }))
+        .await?;
     let exec = GpuHoursExec::new(Arc::new(plan.clone()), groups);
     let physical = ctx
         .read_table(Arc::new(GpuHoursTable(Arc::new(exec))))?
@@ -154,6 +147,31 @@ pub async fn gpu_hours(
         rows.extend(gpu_hour_rows(batch)?);
     }
     Ok(GpuHoursRun { rows, worker_tasks })
+}
+
+/// `nodes` (in (cluster, node) order) cut into at most `wanted` runs of about the same number
+/// of GPUs, the work's measure: a fleet of 8-GPU and 1-GPU nodes cut by node count would give
+/// one task eight times another's work.
+fn node_groups(nodes: &[NodeWork], wanted: usize) -> impl Iterator<Item = &[NodeWork]> {
+    let gpus = |works: &[NodeWork]| -> usize {
+        works.iter().map(|w| w.node.gpu_count.max(1) as usize).sum()
+    };
+    let per_group = gpus(nodes).div_ceil(wanted.max(1)).max(1);
+    let mut rest = nodes;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut taken = 0;
+        let mut end = 0;
+        while end < rest.len() && taken < per_group {
+            taken += rest[end].node.gpu_count.max(1) as usize;
+            end += 1;
+        }
+        let (group, after) = rest.split_at(end);
+        rest = after;
+        Some(group)
+    })
 }
 
 /// A SQL condition that holds for the rows of `works`' nodes (contiguous in (cluster, node)
@@ -194,16 +212,17 @@ async fn in_process_plan(
 /// telemetry (`None` for a partition that pads a task and has no nodes).
 #[derive(Debug)]
 struct NodeGroup {
-    works: Vec<NodeWork>,
-    gpu_uuids: HashMap<GpuKey, String>,
+    /// Shared with the copies whose reads are guarded (see [`GpuHoursExec::map_reads`]).
+    works: Arc<Vec<NodeWork>>,
+    gpu_uuids: Arc<HashMap<GpuKey, String>>,
     reads: Option<Reads>,
 }
 
 impl NodeGroup {
     fn empty() -> Arc<Self> {
         Arc::new(Self {
-            works: Vec::new(),
-            gpu_uuids: HashMap::new(),
+            works: Arc::default(),
+            gpu_uuids: Arc::default(),
             reads: None,
         })
     }
@@ -271,8 +290,8 @@ impl GpuHoursExec {
                     None => None,
                 };
                 Ok(Arc::new(NodeGroup {
-                    works: g.works.clone(),
-                    gpu_uuids: g.gpu_uuids.clone(),
+                    works: Arc::clone(&g.works),
+                    gpu_uuids: Arc::clone(&g.gpu_uuids),
                     reads,
                 }))
             })
@@ -522,8 +541,8 @@ impl PhysicalExtensionCodec for GpuHoursCodec {
                     _ => return internal_err!("a group of the per-GPU step lost one of its reads"),
                 };
                 Ok(Arc::new(NodeGroup {
-                    works,
-                    gpu_uuids: gpu_uuids.into_iter().collect(),
+                    works: Arc::new(works),
+                    gpu_uuids: Arc::new(gpu_uuids.into_iter().collect()),
                     reads,
                 }))
             })
@@ -548,7 +567,7 @@ impl PhysicalExtensionCodec for GpuHoursCodec {
             .map(|g| {
                 let mut gpu_uuids: Vec<(&GpuKey, &String)> = g.gpu_uuids.iter().collect();
                 gpu_uuids.sort();
-                let work = serde_json::to_vec(&(&g.works, gpu_uuids))
+                let work = serde_json::to_vec(&(&*g.works, gpu_uuids))
                     .map_err(|e| codec_error("encoding a group", e))?;
                 Ok(NodeGroupNode {
                     work,

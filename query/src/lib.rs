@@ -27,6 +27,7 @@ pub mod distributed;
 pub mod error;
 pub mod focus_export;
 pub mod gpu_hours_exec;
+mod hidden_inputs;
 pub mod lake_table;
 pub mod ledger_inputs;
 pub mod ledger_outputs;

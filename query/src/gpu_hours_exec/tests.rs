@@ -10,12 +10,14 @@ use datafusion_proto::bytes::{
     physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
 };
 use gpuledger_ledger::allocation::{Allocation, EndReason, GpuSource, Labels};
-use gpuledger_ledger::build::{GpuHoursPlan, Node, NodePrice, NodeWork, Reservation};
+use gpuledger_ledger::build::{
+    GpuHoursPlan, GpuTelemetry, Node, NodePrice, NodeWork, Reservation, node_gpu_hours,
+};
 use gpuledger_ledger::gpu_hours::{ClassifyConfig, PriceSegment};
 use gpuledger_ledger::time::Span;
 
 use super::telemetry::XidFold;
-use super::{GpuHoursCodec, GpuHoursExec, NodeGroup, Reads, node_range};
+use super::{GpuHoursCodec, GpuHoursExec, NodeGroup, Reads, node_groups, node_range};
 
 fn node(cluster: &str, name: &str) -> Node {
     Node {
@@ -97,8 +99,8 @@ fn group(works: Vec<NodeWork>) -> Arc<NodeGroup> {
         })
         .collect();
     Arc::new(NodeGroup {
-        works,
-        gpu_uuids,
+        works: Arc::new(works),
+        gpu_uuids: Arc::new(gpu_uuids),
         reads: Some(Reads {
             samples: empty_read(),
             xid: empty_read(),
@@ -164,7 +166,7 @@ fn the_codec_carries_the_work_exactly() {
     assert_eq!(decoded.plan.config.idle_threshold, 0.1 + 0.2);
     assert_eq!(decoded.groups.len(), 2);
     assert_eq!(
-        decoded.groups[0].works,
+        *decoded.groups[0].works,
         vec![work("a", "n1"), work("b", "n2")]
     );
     assert_eq!(
@@ -252,4 +254,157 @@ fn xid_readings_fold_to_their_changes() {
         vec![(5, 13)]
     );
     assert_eq!(changes.len(), 2);
+}
+
+fn sized(name: &str, gpus: u32) -> NodeWork {
+    let mut w = work("a", name);
+    w.node.gpu_count = gpus;
+    w
+}
+
+/// Groups are cut by GPUs, the work's measure, never more than wanted, every node once in
+/// order.
+#[test]
+fn groups_carry_about_the_same_gpus() {
+    let names = |groups: Vec<&[NodeWork]>| -> Vec<Vec<String>> {
+        groups
+            .into_iter()
+            .map(|g| g.iter().map(|w| w.node.node.clone()).collect())
+            .collect()
+    };
+    // One 8-GPU node and eight 1-GPU nodes over two: 8 and 8 (by node count it was 5 and 4
+    // nodes: 12 GPUs and 4).
+    let mut fleet = vec![sized("big", 8)];
+    fleet.extend((0..8).map(|i| sized(&format!("s{i}"), 1)));
+    let groups = names(node_groups(&fleet, 2).collect());
+    assert_eq!(groups.len(), 2);
+    assert_eq!(groups[0], ["big"]);
+    assert_eq!(groups[1].len(), 8);
+    // Even nodes split evenly; more wanted than nodes gives one node each.
+    let even: Vec<_> = (0..4).map(|i| sized(&format!("e{i}"), 4)).collect();
+    assert_eq!(
+        names(node_groups(&even, 2).collect()),
+        [["e0", "e1"], ["e2", "e3"]]
+    );
+    assert_eq!(node_groups(&even, 16).count(), 4);
+    // A node that reports no GPUs still lands in a group (its declared GPUs come later).
+    let odd = vec![sized("z", 0), sized("y", 0), sized("x", 3)];
+    let groups = names(node_groups(&odd, 3).collect());
+    assert_eq!(groups.concat(), ["z", "y", "x"]);
+    assert!(groups.len() <= 3);
+    assert_eq!(node_groups(&[], 4).count(), 0);
+}
+
+/// A worker refuses a per-GPU step whose hidden reads reach outside the lake, as it refuses
+/// any other plan that does.
+#[tokio::test]
+async fn a_worker_refuses_a_gpu_hours_step_reading_another_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = datafusion::prelude::SessionContext::new();
+    let file = dir.path().join("t.parquet");
+    ctx.sql(&format!(
+        "COPY (SELECT 'n1' AS node) TO '{}'",
+        file.display()
+    ))
+    .await
+    .unwrap()
+    .collect()
+    .await
+    .unwrap();
+    ctx.register_parquet("local", file.to_str().unwrap(), Default::default())
+        .await
+        .unwrap();
+    let foreign = ctx
+        .sql("SELECT node FROM local")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let hostile = Arc::new(NodeGroup {
+        works: Arc::new(vec![work("a", "n1")]),
+        gpu_uuids: Arc::default(),
+        reads: Some(Reads {
+            samples: empty_read(),
+            xid: foreign,
+        }),
+    });
+    let exec: Arc<dyn ExecutionPlan> = Arc::new(GpuHoursExec::new(
+        Arc::new(plan()),
+        vec![group(vec![work("a", "n0")]), hostile],
+    ));
+    let error = crate::distributed::check_reads_the_lake(&exec).unwrap_err();
+    assert!(error.to_string().contains("reads file:///"), "{error}");
+    let honest: Arc<dyn ExecutionPlan> = Arc::new(GpuHoursExec::new(
+        Arc::new(plan()),
+        vec![group(vec![work("a", "n0")])],
+    ));
+    crate::distributed::check_reads_the_lake(&honest).unwrap();
+}
+
+/// A group's readings are held against the task's memory limit: over it, the step fails
+/// naming itself, rather than the worker running out of memory.
+#[tokio::test]
+async fn a_groups_readings_count_against_the_memory_limit() {
+    use datafusion::datasource::memory::MemorySourceConfig;
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+
+    let rows: Vec<(&str, i32, i64, f64)> = (0..1_000).map(|i| ("n1", 0, i, 79.0)).collect();
+    let batch = xid_batch(&rows);
+    let xid =
+        MemorySourceConfig::try_new_exec(&[vec![batch.clone()]], batch.schema(), None).unwrap();
+    let readings = Arc::new(NodeGroup {
+        works: Arc::new(vec![work("c", "n1")]),
+        gpu_uuids: Arc::default(),
+        reads: Some(Reads {
+            samples: empty_read(),
+            xid,
+        }),
+    });
+    let exec = Arc::new(GpuHoursExec::new(Arc::new(plan()), vec![readings]));
+
+    let small = RuntimeEnvBuilder::new()
+        .with_memory_limit(4_096, 1.0)
+        .build_arc()
+        .unwrap();
+    let context = Arc::new(TaskContext::default().with_runtime(small));
+    let error = datafusion::physical_plan::collect(Arc::clone(&exec) as _, context)
+        .await
+        .unwrap_err();
+    let message = error.strip_backtrace();
+    assert!(
+        message.contains("Resources exhausted") && message.contains("GpuHoursExec[0]"),
+        "{message}"
+    );
+
+    // With room, the same step answers the rows the ledger computes for the node with the
+    // same readings: GPU 0's XID 79 from its first reading on.
+    let rows = datafusion::physical_plan::collect(exec, Arc::new(TaskContext::default()))
+        .await
+        .unwrap();
+    let mut fold = XidFold::default();
+    fold.add(&batch).unwrap();
+    let telemetry: std::collections::HashMap<u32, GpuTelemetry> = fold
+        .finish()
+        .into_iter()
+        .map(|((_, _, gpu), xid)| {
+            let readings = GpuTelemetry {
+                xid,
+                ..GpuTelemetry::default()
+            };
+            (gpu, readings)
+        })
+        .collect();
+    assert_eq!(telemetry[&0].xid, vec![(0, 79)]);
+    let expected = node_gpu_hours(&plan(), &work("c", "n1"), |gpu| telemetry.get(&gpu));
+    let fault_seconds = |rows: &[gpuledger_ledger::gpu_hours::GpuHour]| -> f64 {
+        rows.iter().map(|r| r.fault_seconds).sum()
+    };
+    let answered: Vec<_> = rows
+        .iter()
+        .flat_map(|b| crate::ledger_inputs::gpu_hour_rows(b).unwrap())
+        .collect();
+    assert_eq!(answered.len(), expected.len());
+    assert_eq!(fault_seconds(&answered), fault_seconds(&expected));
+    assert!(fault_seconds(&expected) > 0.0, "the XID makes fault time");
 }
