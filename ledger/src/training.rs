@@ -16,7 +16,7 @@
 //!   progress event at or before its last checkpoint (later work is recomputed);
 //! - the **GPU-hour price** is the workload's ledger cost over its allocated GPU-hours.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use crate::time::{MICROS_PER_HOUR, Micros};
 
@@ -129,7 +129,11 @@ struct Workload {
 /// Collects runs from scheduler events fed in time order.
 #[derive(Debug, Default)]
 pub struct TrainingRuns {
-    workloads: BTreeMap<WorkloadKey, Workload>,
+    /// In the order first seen; read in key order.
+    workloads: Vec<(WorkloadKey, Workload)>,
+    /// Indices in `workloads` by workload name, so that an event finds its workload without
+    /// building a key (a week holds tens of thousands of events and a few hundred workloads).
+    by_name: HashMap<String, Vec<usize>>,
 }
 
 const SUCCESS_REASONS: [&str; 3] = ["finished", "succeeded", "completed"];
@@ -139,8 +143,7 @@ impl TrainingRuns {
         let (Some(name), Some(pod)) = (event.workload, event.pod) else {
             return;
         };
-        let key = (event.namespace.map(str::to_string), name.to_string());
-        let workload = self.workloads.entry(key).or_default();
+        let workload = self.workload(event.namespace, name);
         if event.kind == "start" {
             workload.training |= event.workload_type == Some("training");
             if workload.team.is_none() {
@@ -194,22 +197,48 @@ impl TrainingRuns {
         }
     }
 
+    fn workload(&mut self, namespace: Option<&str>, name: &str) -> &mut Workload {
+        let workloads = &self.workloads;
+        let found = self.by_name.get(name).and_then(|indices| {
+            indices
+                .iter()
+                .copied()
+                .find(|&i| workloads[i].0.0.as_deref() == namespace)
+        });
+        let index = found.unwrap_or_else(|| {
+            let key = (namespace.map(str::to_string), name.to_string());
+            self.workloads.push((key, Workload::default()));
+            let index = self.workloads.len() - 1;
+            self.by_name
+                .entry(name.to_string())
+                .or_default()
+                .push(index);
+            index
+        });
+        &mut self.workloads[index].1
+    }
+
+    /// The training workloads in key order (the order sums over them run in).
+    fn training_workloads(&self) -> Vec<&(WorkloadKey, Workload)> {
+        let mut workloads: Vec<_> = self.workloads.iter().filter(|(_, w)| w.training).collect();
+        workloads.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        workloads
+    }
+
     /// The runs of training workloads, with their workload.
     pub fn training_runs(&self) -> impl Iterator<Item = (&WorkloadKey, &Run)> {
-        self.workloads
-            .iter()
-            .filter(|(_, w)| w.training)
+        self.training_workloads()
+            .into_iter()
             .flat_map(|(key, w)| w.runs.iter().map(move |run| (key, run)))
     }
 
     /// One row per training workload. `costs` holds each workload's ledger cost and the team the
     /// ledger charged (which wins over the scheduler's team label).
-    pub fn finish(self, costs: &HashMap<WorkloadKey, (String, WorkloadCost)>) -> Vec<Row> {
-        self.workloads
+    pub fn finish(&self, costs: &HashMap<WorkloadKey, (String, WorkloadCost)>) -> Vec<Row> {
+        self.training_workloads()
             .into_iter()
-            .filter(|(_, w)| w.training)
             .map(|(key, w)| {
-                let charged = costs.get(&key);
+                let charged = costs.get(key);
                 let cost = charged.map(|(_, c)| *c).unwrap_or_default();
                 let count = |ending| w.runs.iter().filter(|r| r.ending == ending).count() as i64;
                 let (succeeded, failed, preempted) = (
@@ -237,9 +266,11 @@ impl TrainingRuns {
                 let per =
                     |units: i64, scale: f64| (units > 0).then(|| cost.cost / units as f64 * scale);
                 Row {
-                    team: charged.map(|(team, _)| team.clone()).or(w.team),
-                    namespace: key.0,
-                    workload: key.1,
+                    team: charged
+                        .map(|(team, _)| team.clone())
+                        .or_else(|| w.team.clone()),
+                    namespace: key.0.clone(),
+                    workload: key.1.clone(),
                     runs: w.runs.len() as i64,
                     succeeded,
                     failed,

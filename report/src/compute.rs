@@ -3,6 +3,7 @@
 //! `gpuledger ledger check` computes.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use chrono::{Datelike, NaiveDate};
 use datafusion::prelude::SessionContext;
@@ -11,6 +12,7 @@ use gpuledger_lake::Lake;
 use gpuledger_ledger::journal::Balance as LedgerBalance;
 use gpuledger_query::columns::records;
 use gpuledger_query::new_session;
+use gpuledger_query::table_functions::TrainingRunsMemo;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -28,6 +30,11 @@ pub async fn weekly_report(
     limits: &TenantLimits,
 ) -> Result<WeeklyReport> {
     let ctx = new_session(lake)?;
+    // The training and optimization sections fold the same week's runs.
+    ctx.state_ref()
+        .write()
+        .config_mut()
+        .set_extension(Arc::new(TrainingRunsMemo::default()));
     let declared = declared(lake.catalog()).await?;
     let w = Window::of(week);
     let previous = Window::of(week.previous());

@@ -141,3 +141,39 @@ fn only_training_workloads_get_a_row_and_unknown_cost_has_no_price() {
     assert_eq!((rows[0].runs, rows[0].success_rate), (1, None));
     assert_eq!((rows[0].cost, rows[0].failure_loss), (0.0, None));
 }
+
+/// Workloads are keyed by namespace and name: one name in two namespaces (and in none) is three
+/// workloads, each with its own pods' runs, and they come out in key order (no namespace
+/// first) whatever order they were first seen in.
+#[test]
+fn one_name_in_several_namespaces_is_several_workloads_in_key_order() {
+    let in_namespace =
+        |namespace: Option<&'static str>, e: Event<'static>| Event { namespace, ..e };
+    let mut runs = TrainingRuns::default();
+    for (namespace, gpus) in [(Some("vision"), 3.0), (None, 1.0), (Some("audio"), 2.0)] {
+        runs.add(&in_namespace(namespace, start(0.0, "train", "t-0", gpus)));
+    }
+    for (namespace, reason) in [
+        (Some("audio"), "finished"),
+        (None, "failed"),
+        (Some("vision"), "oom"),
+    ] {
+        runs.add(&in_namespace(namespace, progress(0.5, "train", "t-0", 10)));
+        runs.add(&in_namespace(namespace, stop(1.0, "train", "t-0", reason)));
+    }
+    let rows = runs.finish(&HashMap::new());
+    let seen: Vec<_> = rows
+        .iter()
+        .map(|r| (r.namespace.as_deref(), r.succeeded, r.failed))
+        .collect();
+    assert_eq!(
+        seen,
+        [(None, 0, 1), (Some("audio"), 1, 0), (Some("vision"), 0, 1)]
+    );
+    // The runs in the same order, each with its own GPUs: 1 h lost × 1 and × 3 GPUs.
+    let lost: Vec<f64> = runs
+        .training_runs()
+        .map(|(_, r)| r.lost_gpu_hours())
+        .collect();
+    assert_eq!(lost, [1.0, 0.0, 3.0]);
+}

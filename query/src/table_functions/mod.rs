@@ -31,7 +31,7 @@ pub use idle_summary::IdleSummary;
 pub use recommendations::Recommendations;
 pub use spot_savings::SpotSavings;
 pub use team_costs::TeamCosts;
-pub use training_economics::TrainingEconomics;
+pub use training_economics::{TrainingEconomics, TrainingRunsMemo};
 pub use unit_economics::{SourcesCall, SourcesFunction, UnitEconomicsSources};
 
 pub(crate) use support::no_money;

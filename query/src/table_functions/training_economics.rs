@@ -22,7 +22,7 @@
 //!   `cost_per_1m_samples` and `cost_per_1b_tokens` divide `cost` by that effective work.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -145,8 +145,38 @@ impl TrainingEconomicsTable {
     }
 }
 
-/// The window's scheduler events, in time order, folded into runs (`spot_savings` reads them too).
+/// The runs a session has folded, by window: for a session that answers several questions of
+/// one week (the weekly report asks `training_economics` and `spot_savings`), so that the week's
+/// events are read and folded once. Only such a session carries it (see
+/// `gpuledger_report`): a long-lived one, a server's, folds on every call and so sees events
+/// landed since.
+#[derive(Debug, Default)]
+pub struct TrainingRunsMemo(Mutex<HashMap<(ScalarValue, ScalarValue), Arc<TrainingRuns>>>);
+
+/// The window's scheduler events, in time order, folded into runs (`spot_savings` reads them
+/// too); from the session's [`TrainingRunsMemo`] when it has one.
 pub(super) async fn training_runs(
+    state: &dyn Session,
+    scheduler_events: &Arc<dyn TableProvider>,
+    bounds: &(ScalarValue, ScalarValue),
+) -> DfResult<Arc<TrainingRuns>> {
+    let memo = state.config().get_extension::<TrainingRunsMemo>();
+    let remembered = |memo: &TrainingRunsMemo| {
+        let runs = memo.0.lock().unwrap_or_else(PoisonError::into_inner);
+        runs.get(bounds).cloned()
+    };
+    if let Some(runs) = memo.as_deref().and_then(remembered) {
+        return Ok(runs);
+    }
+    let runs = Arc::new(fold_runs(state, scheduler_events, bounds).await?);
+    if let Some(memo) = memo {
+        let mut remembered = memo.0.lock().unwrap_or_else(PoisonError::into_inner);
+        remembered.insert(bounds.clone(), Arc::clone(&runs));
+    }
+    Ok(runs)
+}
+
+async fn fold_runs(
     state: &dyn Session,
     scheduler_events: &Arc<dyn TableProvider>,
     bounds: &(ScalarValue, ScalarValue),
@@ -246,4 +276,45 @@ fn rows_batch(rows: &[Row]) -> DfResult<RecordBatch> {
         number(|r| r.cost_per_1b_tokens),
     ];
     Ok(RecordBatch::try_new(SCHEMA.clone(), columns)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::datasource::MemTable;
+    use datafusion::execution::SessionStateBuilder;
+    use datafusion::prelude::SessionConfig;
+    use gpuledger_lake::tables::Table;
+
+    use super::*;
+
+    fn bounds(from: i64, to: i64) -> (ScalarValue, ScalarValue) {
+        let at = |t| ScalarValue::TimestampMicrosecond(Some(t), Some("UTC".into()));
+        (at(from), at(to))
+    }
+
+    /// With a memo, a window's runs are folded once and shared; another window is folded on
+    /// its own; without one, every call folds afresh.
+    #[tokio::test]
+    async fn a_session_with_a_memo_folds_a_windows_runs_once() {
+        let table = Table::SchedulerEvents;
+        let events: Arc<dyn TableProvider> =
+            Arc::new(MemTable::try_new(table.schema(), vec![vec![]]).unwrap());
+        let week = bounds(0, 604_800_000_000);
+
+        let memo = Arc::new(TrainingRunsMemo::default());
+        let state = SessionStateBuilder::new()
+            .with_config(SessionConfig::new().with_extension(Arc::clone(&memo)))
+            .build();
+        let first = training_runs(&state, &events, &week).await.unwrap();
+        let again = training_runs(&state, &events, &week).await.unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        let other = training_runs(&state, &events, &bounds(0, 1)).await.unwrap();
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(memo.0.lock().unwrap().len(), 2);
+
+        let plain = SessionStateBuilder::new().build();
+        let first = training_runs(&plain, &events, &week).await.unwrap();
+        let again = training_runs(&plain, &events, &week).await.unwrap();
+        assert!(!Arc::ptr_eq(&first, &again));
+    }
 }
