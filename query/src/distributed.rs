@@ -877,4 +877,4 @@ fn with_causes(error: &dyn std::error::Error) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

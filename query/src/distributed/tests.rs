@@ -110,6 +110,32 @@ async fn a_team_barrier_crosses_the_wire_whole() {
     assert!(error.to_string().contains("a team barrier"), "{error}");
 }
 
+/// A plan that reads a Parquet file of `dir`'s (one column, `node`), not the lake.
+pub(crate) async fn plan_reading_a_local_file(
+    dir: &std::path::Path,
+) -> Arc<dyn datafusion::physical_plan::ExecutionPlan> {
+    let ctx = SessionContext::new();
+    let file = dir.join("t.parquet");
+    ctx.sql(&format!(
+        "COPY (SELECT 'n1' AS node) TO '{}'",
+        file.display()
+    ))
+    .await
+    .unwrap()
+    .collect()
+    .await
+    .unwrap();
+    ctx.register_parquet("local", file.to_str().unwrap(), Default::default())
+        .await
+        .unwrap();
+    ctx.sql("SELECT node FROM local")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_worker_runs_only_plans_that_read_the_lake() {
     let dir = tempfile::tempdir().unwrap();
@@ -125,23 +151,7 @@ async fn a_worker_runs_only_plans_that_read_the_lake() {
     let error = check_reads_the_lake(&copy).unwrap_err();
     assert!(error.to_string().contains("it writes"), "{error}");
 
-    let file = dir.path().join("t.parquet");
-    ctx.sql(&format!("COPY (SELECT 1 AS a) TO '{}'", file.display()))
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    ctx.register_parquet("local", file.to_str().unwrap(), Default::default())
-        .await
-        .unwrap();
-    let foreign = ctx
-        .sql("SELECT a FROM local")
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let foreign = plan_reading_a_local_file(dir.path()).await;
     let error = check_reads_the_lake(&foreign).unwrap_err();
     assert!(error.to_string().contains("reads file:///"), "{error}");
 

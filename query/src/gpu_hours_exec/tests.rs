@@ -300,27 +300,7 @@ fn groups_carry_about_the_same_gpus() {
 #[tokio::test]
 async fn a_worker_refuses_a_gpu_hours_step_reading_another_store() {
     let dir = tempfile::tempdir().unwrap();
-    let ctx = datafusion::prelude::SessionContext::new();
-    let file = dir.path().join("t.parquet");
-    ctx.sql(&format!(
-        "COPY (SELECT 'n1' AS node) TO '{}'",
-        file.display()
-    ))
-    .await
-    .unwrap()
-    .collect()
-    .await
-    .unwrap();
-    ctx.register_parquet("local", file.to_str().unwrap(), Default::default())
-        .await
-        .unwrap();
-    let foreign = ctx
-        .sql("SELECT node FROM local")
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let foreign = crate::distributed::tests::plan_reading_a_local_file(dir.path()).await;
     let hostile = Arc::new(NodeGroup {
         works: Arc::new(vec![work("a", "n1")]),
         gpu_uuids: Arc::default(),
