@@ -328,15 +328,21 @@ impl TimeBounds {
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
 /// How far from its time the value of `expr` may lie, if `expr` is the time column under casts
-/// that keep the order of times: none for another time zone or a unit as fine as the column's;
-/// less than a day for each cast to a date or to whole seconds or milliseconds (so that
-/// `ts::date = '2026-11-02'` still finds the files of that day's afternoon). `None` for anything
-/// else — a function, a cast to text or to a number — which bounds nothing.
+/// that keep the order of times. Cast straight from the (UTC) column: not at all to another
+/// time zone or a unit as fine as the column's; less than a day to a date or to whole seconds
+/// or milliseconds (so that `ts::date = '2026-11-02'` still finds the files of that day's
+/// afternoon). A cast of a cast may shift by a time zone's offset (a time without a zone cast
+/// to one is read as local) and then cut to its date: three days each. `None` for anything else
+/// — a function, a cast to text or to a number — which bounds nothing.
 fn moved_by(expr: &Expr, column: &str) -> Option<i64> {
     match expr {
         Expr::Column(c) if c.name == column => Some(0),
         Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field }) => {
+            let straight = matches!(expr.as_ref(), Expr::Column(_));
             let moves = match field.data_type() {
+                DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 if !straight => {
+                    3 * MICROS_PER_DAY
+                }
                 DataType::Timestamp(TimeUnit::Microsecond | TimeUnit::Nanosecond, _) => 0,
                 DataType::Timestamp(TimeUnit::Second | TimeUnit::Millisecond, _)
                 | DataType::Date32
@@ -386,7 +392,8 @@ impl Micros {
                 _ => return None,
             },
         };
-        (floor.abs() < Self::LIMIT && ceil.abs() < Self::LIMIT).then_some(Self { floor, ceil })
+        let near = |t: i64| (-Self::LIMIT..Self::LIMIT).contains(&t);
+        (near(floor) && near(ceil)).then_some(Self { floor, ceil })
     }
 }
 
@@ -513,7 +520,25 @@ mod tests {
     }
 
     #[test]
+    fn a_cast_of_a_cast_may_shift_by_a_time_zone_and_a_date() {
+        let naive = DataType::Timestamp(TimeUnit::Microsecond, None);
+        let zoned = DataType::Timestamp(TimeUnit::Microsecond, Some("-05:00".into()));
+        // ts::timestamp cast to -05:00 reads 00:00Z as 00:00 local, 05:00Z.
+        let shifted = cast(cast(col("ts"), naive), zoned);
+        let from = [shifted.gt_eq(ts("2024-09-18T05:00:00Z"))];
+        assert_eq!(
+            TimeBounds::from_filters("ts", &from).from,
+            Some(MIDNIGHT + 5 * 3_600_000_000 - 3 * MICROS_PER_DAY)
+        );
+    }
+
+    #[test]
     fn the_ends_of_time_bound_nothing_and_never_overflow() {
+        for zone in [None, Some("UTC".into())] {
+            let at = |us| ScalarValue::TimestampMicrosecond(Some(us), zone.clone());
+            assert!(Micros::of(&at(i64::MIN)).is_none());
+            assert!(Micros::of(&at(i64::MAX)).is_none());
+        }
         let at = |us| Expr::Literal(ScalarValue::TimestampMicrosecond(Some(us), None), None);
         for filter in [
             col("ts").lt_eq(at(i64::MAX)),

@@ -120,8 +120,9 @@ impl TableProvider for TeamTable {
                 columns.len() - 1
             }
         };
-        // A lake table uses filters only to choose its files by time, from literal bounds: no
-        // user expression is evaluated on a row there. Any other table gets none, and no limit
+        // A lake table uses filters only to choose its files by time, from literal bounds, and
+        // tests rows only against its own range of two literal times (`TimeRange`): no user
+        // expression is evaluated on a row there. Any other table gets none, and no limit
         // either (a limit below the team filter would cut the team's rows).
         let is_lake_table = self.inner.is::<LakeTable>();
         let filters = if is_lake_table { filters } else { &[] };
