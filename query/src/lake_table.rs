@@ -401,15 +401,14 @@ impl Micros {
 mod tests {
     use arrow::array::{AsArray, RecordBatch};
     use arrow::datatypes::Int64Type;
-    use chrono::Utc;
     use datafusion::logical_expr::{cast, try_cast};
     use datafusion::prelude::{col, lit};
-    use gpuledger_ingest::pipeline::{IngestOptions, Input, Source, ingest};
-    use gpuledger_ingest::record::ParseContext;
-    use gpuledger_lake::{Lake, LakeConfig};
+    use gpuledger_ingest::pipeline::Source;
+    use gpuledger_lake::Lake;
 
     use super::*;
     use crate::session::new_session;
+    use crate::test_lake::lake_with;
 
     /// 2024-09-18T00:00:00Z.
     const MIDNIGHT: i64 = 1_726_617_600_000_000;
@@ -558,25 +557,7 @@ mod tests {
     /// next day: however a query names the day, it reads both of that day's files.
     #[tokio::test]
     async fn every_spelling_of_a_day_reads_all_its_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let lake = Lake::open(&LakeConfig {
-            data: dir.path().display().to_string(),
-            catalog: None,
-        })
-        .await
-        .unwrap();
-        for ms in [DAY_MS, DAY_MS + 12 * 3_600_000, DAY_MS + 24 * 3_600_000] {
-            let text = format!(
-                "DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",UUID=\"GPU-0\",Hostname=\"n1\"}} 400 {ms}\n"
-            );
-            let input = Input::Bytes {
-                origin: "dcgm.prom".into(),
-                bytes: text.into(),
-            };
-            let options =
-                IngestOptions::new(Source::Dcgm, ParseContext::new("dcgm.prom", Utc::now()));
-            ingest(&lake, input, options).await.unwrap();
-        }
+        let (_dir, lake) = dcgm_files(&[&[0], &[12], &[24]]).await;
         let ctx = new_session(&lake).unwrap();
         for (filter, expected) in [
             ("true", 3),
@@ -663,46 +644,42 @@ mod tests {
     /// Samples at 00:00, 06:00, 12:00 and 18:00 of 2026-11-02 in one file, 00:00 and 12:00 of
     /// 2026-11-03 in another; each reads its hour since 2026-11-02 as its power.
     async fn lake_of_two_days() -> (tempfile::TempDir, Lake) {
-        let dir = tempfile::tempdir().unwrap();
-        let lake = Lake::open(&LakeConfig {
-            data: dir.path().display().to_string(),
-            catalog: None,
-        })
+        dcgm_files(&[&[0, 6, 12, 18], &[24, 36]]).await
+    }
+
+    /// A file per slice of `hours` (since 2026-11-02T00:00:00Z), one power sample of GPU 0 of
+    /// node n1 at each hour, reading the hour.
+    async fn dcgm_files(files: &[&[i64]]) -> (tempfile::TempDir, Lake) {
+        let text = |hours: &[i64]| -> String {
+            hours
+                .iter()
+                .map(|hour| {
+                    let ms = DAY_MS + hour * 3_600_000;
+                    format!(
+                        "DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",UUID=\"GPU-0\",Hostname=\"n1\"}} {hour} {ms}\n"
+                    )
+                })
+                .collect()
+        };
+        lake_with(
+            Source::Dcgm,
+            "dcgm.prom",
+            files.iter().map(|hours| text(hours)),
+        )
         .await
-        .unwrap();
-        for hours in [[0, 6, 12, 18].as_slice(), &[24, 36]] {
-            let mut text = String::new();
-            for hour in hours {
-                let ms = DAY_MS + hour * 3_600_000;
-                text.push_str(&format!(
-                    "DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",UUID=\"GPU-0\",Hostname=\"n1\"}} {hour} {ms}\n"
-                ));
-            }
-            let input = Input::Bytes {
-                origin: "dcgm.prom".into(),
-                bytes: text.into(),
-            };
-            let options =
-                IngestOptions::new(Source::Dcgm, ParseContext::new("dcgm.prom", Utc::now()));
-            ingest(&lake, input, options).await.unwrap();
-        }
-        (dir, lake)
     }
 
     /// 2026-11-02T00:00:00Z in milliseconds.
     const DAY_MS: i64 = 1_793_577_600_000;
 
+    /// The physical plan of `sql`, as `EXPLAIN` prints it.
     async fn plan_of(ctx: &datafusion::prelude::SessionContext, sql: &str) -> String {
-        let plan = ctx
-            .sql(sql)
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
-        datafusion::physical_plan::displayable(plan.as_ref())
-            .indent(true)
-            .to_string()
+        let explained = ctx.sql(&format!("explain {sql}")).await.unwrap();
+        let batches = explained.collect().await.unwrap();
+        let plans = batches
+            .iter()
+            .flat_map(|b| b.column(1).as_string::<i32>().iter());
+        plans.flatten().collect::<Vec<_>>().join("\n")
     }
 
     /// For every range whose ends lie on, just before or just after a sample or a file's edge,

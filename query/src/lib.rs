@@ -39,6 +39,8 @@ pub mod spend;
 pub mod subquery_names;
 pub mod system_tables;
 pub mod table_functions;
+#[cfg(test)]
+mod test_lake;
 pub mod udf;
 pub mod user_query;
 pub mod value_limits;

@@ -1,5 +1,3 @@
-use gpuledger_lake::{Lake, LakeConfig};
-
 use super::testing::{floats, strings};
 
 const FUNCTIONS: [&str; 5] = [
@@ -12,13 +10,7 @@ const FUNCTIONS: [&str; 5] = [
 
 /// The session every entry point uses, over an empty lake.
 async fn lake_session() -> (tempfile::TempDir, datafusion::prelude::SessionContext) {
-    let dir = tempfile::tempdir().unwrap();
-    let lake = Lake::open(&LakeConfig {
-        data: dir.path().display().to_string(),
-        catalog: None,
-    })
-    .await
-    .unwrap();
+    let (dir, lake) = crate::test_lake::empty_lake().await;
     let ctx = crate::new_session(&lake).unwrap();
     (dir, ctx)
 }

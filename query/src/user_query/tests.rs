@@ -5,15 +5,14 @@ use std::time::Duration;
 
 use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
-use chrono::Utc;
-use gpuledger_ingest::pipeline::{IngestOptions, Input, Source, ingest};
-use gpuledger_ingest::record::ParseContext;
-use gpuledger_lake::{Lake, LakeConfig};
+use gpuledger_ingest::pipeline::Source;
+use gpuledger_lake::Lake;
 
 use super::{QueryLimits, run};
 use crate::error::QueryError;
 use crate::scope::Scope;
 use crate::session::{SessionOptions, new_session_with};
+use crate::test_lake::lake_with;
 
 /// Three requests of team `nlp` and two of team `vision`, on 2026-11-02.
 const TOKENS: &str = r#"{"ts": "2026-11-02T01:00:00Z", "request_id": "a", "team": "nlp", "model": "m", "input_tokens": 10, "output_tokens": 1}
@@ -24,23 +23,7 @@ const TOKENS: &str = r#"{"ts": "2026-11-02T01:00:00Z", "request_id": "a", "team"
 "#;
 
 async fn lake_with_two_teams() -> (tempfile::TempDir, Lake) {
-    let dir = tempfile::tempdir().unwrap();
-    let lake = Lake::open(&LakeConfig {
-        data: dir.path().display().to_string(),
-        catalog: None,
-    })
-    .await
-    .unwrap();
-    let input = Input::Bytes {
-        origin: "tokens.jsonl".into(),
-        bytes: TOKENS.into(),
-    };
-    let options = IngestOptions::new(
-        Source::Tokens,
-        ParseContext::new("tokens.jsonl", Utc::now()),
-    );
-    ingest(&lake, input, options).await.unwrap();
-    (dir, lake)
+    lake_with(Source::Tokens, "tokens.jsonl", [TOKENS.to_string()]).await
 }
 
 fn options(scope: Scope) -> SessionOptions {
