@@ -224,7 +224,7 @@ impl TimeRange {
         t >= self.from && self.to.is_none_or(|to| t < to)
     }
 
-    /// `from <= column AND column < to` over `schema`.
+    /// `from <= column AND column < to` over `schema`, leaving out an end the range lacks.
     fn predicate(&self, column: &str, schema: &SchemaRef) -> DfResult<Arc<dyn PhysicalExpr>> {
         let zone = match schema.field_with_name(column)?.data_type() {
             DataType::Timestamp(_, zone) => zone.clone(),
@@ -235,14 +235,16 @@ impl TimeRange {
             let at = expressions::lit(ScalarValue::TimestampMicrosecond(Some(t), zone.clone()));
             Arc::new(expressions::BinaryExpr::new(Arc::clone(&time), op, at))
         };
-        let from = compare(Operator::GtEq, self.from);
-        Ok(match self.to {
-            Some(to) => Arc::new(expressions::BinaryExpr::new(
-                from,
-                Operator::And,
-                compare(Operator::Lt, to),
-            )),
-            None => from,
+        // Only the ends the range has: `ts < b` alone costs one comparison a row, not two.
+        let from = (self.from > i64::MIN).then(|| compare(Operator::GtEq, self.from));
+        let to = self.to.map(|to| compare(Operator::Lt, to));
+        Ok(match (from, to) {
+            (Some(from), Some(to)) => {
+                Arc::new(expressions::BinaryExpr::new(from, Operator::And, to))
+            }
+            (Some(end), None) | (None, Some(end)) => end,
+            // Every time: no file is cut, so no filter is asked for.
+            (None, None) => expressions::lit(true),
         })
     }
 }
@@ -764,6 +766,18 @@ mod tests {
             })
             .collect();
         assert_eq!(powers, [6.0, 12.0, 18.0, 24.0, 36.0]);
+        // A range with one end tests that end only.
+        let until = "ts < timestamp '2026-11-02 12:00:00'";
+        let plan = plan_of(
+            &ctx,
+            &format!("select power_w from gpu_samples where {until}"),
+        )
+        .await;
+        assert!(
+            plan.contains("FilterExec: ts@1 < 1793620800000000"),
+            "{plan}"
+        );
+        assert!(!plan.contains(">="), "{plan}");
         // A limit still stops at its count across both parts.
         let limited = ctx
             .sql("select ts from gpu_samples where ts >= timestamp '2026-11-02 06:00:00' limit 3")
