@@ -68,9 +68,9 @@ impl TableProvider for LakeTable {
         let column = self.table.time_column();
         Ok(filters
             .iter()
-            .map(|filter| match TimeRange::of(column, filter) {
-                Some(_) => TableProviderFilterPushDown::Exact,
-                None => TableProviderFilterPushDown::Inexact,
+            .map(|filter| match TimeFilter::of(column, filter).exact {
+                true => TableProviderFilterPushDown::Exact,
+                false => TableProviderFilterPushDown::Inexact,
             })
             .collect())
     }
@@ -82,7 +82,11 @@ impl TableProvider for LakeTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let bounds = TimeBounds::from_filters(self.table.time_column(), filters);
+        let column = self.table.time_column();
+        let said: Vec<TimeFilter> = filters.iter().map(|f| TimeFilter::of(column, f)).collect();
+        let bounds = said
+            .iter()
+            .fold(Span::ALL, |span, f| span.intersect(f.span));
         let files = self
             .catalog
             .active_files(self.table, bounds.from, bounds.to)
@@ -95,11 +99,10 @@ impl TableProvider for LakeTable {
         // The ranges this table claimed to answer exactly; a file that lies wholly inside needs
         // no row tested (a landed time is never NULL, and the catalog's first and last times
         // are the file's own).
-        let column = self.table.time_column();
-        let range = filters
+        let range = said
             .iter()
-            .filter_map(|filter| TimeRange::of(column, filter))
-            .fold(TimeRange::ALL, TimeRange::intersect);
+            .filter(|f| f.exact)
+            .fold(Span::ALL, |span, f| span.intersect(f.span));
         let (inside, cut): (Vec<_>, Vec<_>) = files
             .into_iter()
             .partition(|file| range.holds(file.min_ts) && range.holds(file.max_ts));
@@ -156,75 +159,35 @@ impl LakeTable {
     }
 }
 
-/// `[from, to)` on the time column exactly as a filter states it: the column itself (no cast)
-/// against microsecond times, so that the rows the filter keeps are exactly those inside.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct TimeRange {
-    from: i64,
-    /// Exclusive; `None`: no end (a range up to the last microsecond includes it).
+/// Times `[from, to)` in microseconds; an end that is `None` is not there.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Span {
+    from: Option<i64>,
     to: Option<i64>,
 }
 
-impl TimeRange {
+impl Span {
     const ALL: Self = Self {
-        from: i64::MIN,
+        from: None,
         to: None,
     };
 
-    fn of(column: &str, expr: &Expr) -> Option<Self> {
-        let micros = |expr: &Expr| match expr {
-            Expr::Literal(ScalarValue::TimestampMicrosecond(Some(us), _), _) => Some(*us),
-            _ => None,
-        };
-        let is_column = |expr: &Expr| matches!(expr, Expr::Column(c) if c.name == column);
-        let after = |t: i64| t.checked_add(1);
-        match expr {
-            Expr::BinaryExpr(BinaryExpr {
-                left,
-                op: Operator::And,
-                right,
-            }) => Some(Self::of(column, left)?.intersect(Self::of(column, right)?)),
-            Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
-                let (op, at) = if is_column(left) {
-                    (*op, micros(right)?)
-                } else if is_column(right) {
-                    (op.swap()?, micros(left)?)
-                } else {
-                    return None;
-                };
-                let (from, to) = match op {
-                    Operator::GtEq => (at, None),
-                    Operator::Gt => (after(at)?, None),
-                    Operator::Lt => (i64::MIN, Some(at)),
-                    Operator::LtEq => (i64::MIN, after(at)),
-                    Operator::Eq => (at, after(at)),
-                    _ => return None,
-                };
-                Some(Self { from, to })
-            }
-            Expr::Between(between) if !between.negated && is_column(&between.expr) => Some(Self {
-                from: micros(&between.low)?,
-                to: after(micros(&between.high)?),
-            }),
-            _ => None,
-        }
-    }
-
     fn intersect(self, other: Self) -> Self {
+        let either = |a: Option<i64>, b: Option<i64>, pick: fn(i64, i64) -> i64| match (a, b) {
+            (Some(a), Some(b)) => Some(pick(a, b)),
+            (a, b) => a.or(b),
+        };
         Self {
-            from: self.from.max(other.from),
-            to: match (self.to, other.to) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            },
+            from: either(self.from, other.from, i64::max),
+            to: either(self.to, other.to, i64::min),
         }
     }
 
     fn holds(&self, t: i64) -> bool {
-        t >= self.from && self.to.is_none_or(|to| t < to)
+        self.from.is_none_or(|from| t >= from) && self.to.is_none_or(|to| t < to)
     }
 
-    /// `from <= column AND column < to` over `schema`, leaving out an end the range lacks.
+    /// `from <= column AND column < to` over `schema`, leaving out an end the span lacks.
     fn predicate(&self, column: &str, schema: &SchemaRef) -> DfResult<Arc<dyn PhysicalExpr>> {
         let zone = match schema.field_with_name(column)?.data_type() {
             DataType::Timestamp(_, zone) => zone.clone(),
@@ -235,8 +198,8 @@ impl TimeRange {
             let at = expressions::lit(ScalarValue::TimestampMicrosecond(Some(t), zone.clone()));
             Arc::new(expressions::BinaryExpr::new(Arc::clone(&time), op, at))
         };
-        // Only the ends the range has: `ts < b` alone costs one comparison a row, not two.
-        let from = (self.from > i64::MIN).then(|| compare(Operator::GtEq, self.from));
+        // Only the ends the span has: `ts < b` alone costs one comparison a row, not two.
+        let from = self.from.map(|from| compare(Operator::GtEq, from));
         let to = self.to.map(|to| compare(Operator::Lt, to));
         Ok(match (from, to) {
             (Some(from), Some(to)) => {
@@ -249,81 +212,105 @@ impl TimeRange {
     }
 }
 
-/// `[from, to)` in microseconds, as far as simple comparisons on the time column tell: wide
-/// enough to hold every row the filters keep (the filters still run on the rows), since a file
-/// left out here is never read.
-#[derive(Debug, Default, PartialEq)]
-struct TimeBounds {
-    from: Option<i64>,
-    to: Option<i64>,
+/// What one filter says of the time column, from its comparisons of the column (under casts
+/// that keep the order of times) with literal times.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct TimeFilter {
+    /// Every row the filter keeps lies inside, so a file outside is never read.
+    span: Span,
+    /// The filter keeps every row inside too: the bare column against microsecond times, so the
+    /// files can answer it and no row of a file wholly inside needs testing.
+    exact: bool,
 }
 
-impl TimeBounds {
-    fn from_filters(column: &str, filters: &[Expr]) -> Self {
-        let mut bounds = Self::default();
-        for filter in filters {
-            bounds.narrow(column, filter);
-        }
-        bounds
-    }
+impl TimeFilter {
+    /// Says nothing: every time, and the rows still need the filter.
+    const UNKNOWN: Self = Self {
+        span: Span::ALL,
+        exact: false,
+    };
 
-    fn narrow(&mut self, column: &str, expr: &Expr) {
+    fn of(column: &str, expr: &Expr) -> Self {
         match expr {
             Expr::BinaryExpr(BinaryExpr {
                 left,
                 op: Operator::And,
                 right,
-            }) => {
-                self.narrow(column, left);
-                self.narrow(column, right);
-            }
+            }) => Self::of(column, left).and(Self::of(column, right)),
             Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
-                let (op, value, slack) = match (left.as_ref(), right.as_ref()) {
-                    (times, Expr::Literal(v, _)) => match moved_by(times, column) {
-                        Some(slack) => (*op, v, slack),
-                        None => return,
+                match (left.as_ref(), right.as_ref()) {
+                    (times, Expr::Literal(at, _)) => Self::comparison(column, times, *op, at),
+                    (Expr::Literal(at, _), times) => match op.swap() {
+                        Some(op) => Self::comparison(column, times, op, at),
+                        None => Self::UNKNOWN,
                     },
-                    (Expr::Literal(v, _), times) => match (moved_by(times, column), op.swap()) {
-                        (Some(slack), Some(op)) => (op, v, slack),
-                        _ => return,
-                    },
-                    _ => return,
-                };
-                let Some(at) = Micros::of(value) else {
-                    return;
-                };
-                match op {
-                    Operator::Gt | Operator::GtEq => self.raise_from(at.floor - slack),
-                    Operator::Lt => self.lower_to(at.ceil + slack),
-                    Operator::LtEq => self.lower_to(at.floor + 1 + slack),
-                    Operator::Eq => {
-                        self.raise_from(at.floor - slack);
-                        self.lower_to(at.floor + 1 + slack);
-                    }
-                    _ => {}
+                    _ => Self::UNKNOWN,
                 }
             }
             Expr::Between(between) if !between.negated => {
-                if let (Some(slack), Expr::Literal(low, _), Expr::Literal(high, _)) = (
-                    moved_by(&between.expr, column),
-                    between.low.as_ref(),
-                    between.high.as_ref(),
-                ) && let (Some(low), Some(high)) = (Micros::of(low), Micros::of(high))
-                {
-                    self.raise_from(low.floor - slack);
-                    self.lower_to(high.floor + 1 + slack);
+                match (between.low.as_ref(), between.high.as_ref()) {
+                    (Expr::Literal(low, _), Expr::Literal(high, _)) => {
+                        let times = &between.expr;
+                        Self::comparison(column, times, Operator::GtEq, low).and(Self::comparison(
+                            column,
+                            times,
+                            Operator::LtEq,
+                            high,
+                        ))
+                    }
+                    _ => Self::UNKNOWN,
                 }
             }
-            _ => {}
+            _ => Self::UNKNOWN,
         }
     }
 
-    fn raise_from(&mut self, from: i64) {
-        self.from = Some(self.from.map_or(from, |f| f.max(from)));
+    fn and(self, other: Self) -> Self {
+        Self {
+            span: self.span.intersect(other.span),
+            exact: self.exact && other.exact,
+        }
     }
 
-    fn lower_to(&mut self, to: i64) {
-        self.to = Some(self.to.map_or(to, |t| t.min(to)));
+    /// `times op at`.
+    fn comparison(column: &str, times: &Expr, op: Operator, at: &ScalarValue) -> Self {
+        let Some(slack) = moved_by(times, column) else {
+            return Self::UNKNOWN;
+        };
+        let (floor, ceil, exact) = match at {
+            ScalarValue::TimestampMicrosecond(Some(us), _) if matches!(times, Expr::Column(_)) => {
+                (*us, *us, true)
+            }
+            _ => match Micros::of(at) {
+                Some(Micros { floor, ceil }) => (floor, ceil, false),
+                None => return Self::UNKNOWN,
+            },
+        };
+        // The literal lies in `floor..=ceil` and `times` within `slack` of the column, so in
+        // whole microseconds `>= at` starts at its ceiling and `> at` at the one after its floor.
+        // Nothing is after the last microsecond there is: up to it is no end, past it is not
+        // answered.
+        let next = floor.checked_add(1);
+        let from = Some(ceil - slack);
+        let to = next.map(|t| t + slack);
+        let span = match op {
+            Operator::GtEq => Span { from, to: None },
+            Operator::Gt => match next {
+                Some(t) => Span {
+                    from: Some(t - slack),
+                    to: None,
+                },
+                None => return Self::UNKNOWN,
+            },
+            Operator::Lt => Span {
+                from: None,
+                to: Some(ceil + slack),
+            },
+            Operator::LtEq => Span { from: None, to },
+            Operator::Eq => Span { from, to },
+            _ => return Self::UNKNOWN,
+        };
+        Self { span, exact }
     }
 }
 
@@ -426,6 +413,13 @@ mod tests {
         ))
     }
 
+    /// The times that `filters`, all applying, may keep.
+    fn bounds(column: &str, filters: &[Expr]) -> Span {
+        filters.iter().fold(Span::ALL, |span, filter| {
+            span.intersect(TimeFilter::of(column, filter).span)
+        })
+    }
+
     #[test]
     fn bounds_come_from_comparisons_on_the_time_column() {
         // 2024-09-18T00:00:00Z = 1_726_617_600 s.
@@ -433,8 +427,8 @@ mod tests {
             .gt_eq(ts("2024-09-18T00:00:00Z"))
             .and(col("ts").lt(ts("2024-09-19T00:00:00Z")))];
         assert_eq!(
-            TimeBounds::from_filters("ts", &filters),
-            TimeBounds {
+            bounds("ts", &filters),
+            Span {
                 from: Some(1_726_617_600_000_000),
                 to: Some(1_726_704_000_000_000)
             }
@@ -446,15 +440,15 @@ mod tests {
             col("other").gt(lit(5)),
         ];
         assert_eq!(
-            TimeBounds::from_filters("ts", &filters),
-            TimeBounds {
+            bounds("ts", &filters),
+            Span {
                 from: Some(1_726_617_600_000_000),
                 to: Some(1_726_621_200_000_001)
             }
         );
         assert_eq!(
-            TimeBounds::from_filters("ts", &[col("ts").not_eq(ts("2024-09-18T00:00:00Z"))]),
-            TimeBounds::default()
+            bounds("ts", &[col("ts").not_eq(ts("2024-09-18T00:00:00Z"))]),
+            Span::ALL
         );
     }
 
@@ -462,7 +456,7 @@ mod tests {
     fn string_literals_are_understood_as_times() {
         let filters = [col("charge_period_start").gt_eq(lit("2024-09-01T00:00:00Z"))];
         assert_eq!(
-            TimeBounds::from_filters("charge_period_start", &filters).from,
+            bounds("charge_period_start", &filters).from,
             Some(1_725_148_800_000_000)
         );
     }
@@ -472,22 +466,19 @@ mod tests {
         let day = Expr::Literal(ScalarValue::Date32(Some(19_984)), None); // 2024-09-18
         let on_the_day = [cast(col("ts"), DataType::Date32).eq(day.clone())];
         assert_eq!(
-            TimeBounds::from_filters("ts", &on_the_day),
-            TimeBounds {
+            bounds("ts", &on_the_day),
+            Span {
                 from: Some(MIDNIGHT - MICROS_PER_DAY),
                 to: Some(MIDNIGHT + 1 + MICROS_PER_DAY)
             }
         );
         let seconds = DataType::Timestamp(TimeUnit::Second, None);
         let until = [try_cast(col("ts"), seconds).lt_eq(ts("2024-09-18T00:00:00Z"))];
-        assert_eq!(
-            TimeBounds::from_filters("ts", &until).to,
-            Some(MIDNIGHT + 1 + MICROS_PER_DAY)
-        );
+        assert_eq!(bounds("ts", &until).to, Some(MIDNIGHT + 1 + MICROS_PER_DAY));
         // Another time zone or nanoseconds move no time.
         let zoned = DataType::Timestamp(TimeUnit::Nanosecond, Some("+02:00".into()));
         let from = [cast(col("ts"), zoned).gt_eq(ts("2024-09-18T00:00:00Z"))];
-        assert_eq!(TimeBounds::from_filters("ts", &from).from, Some(MIDNIGHT));
+        assert_eq!(bounds("ts", &from).from, Some(MIDNIGHT));
     }
 
     #[test]
@@ -499,8 +490,8 @@ mod tests {
             cast(lit("2024-09-18T13:00:00Z"), DataType::Date32).lt_eq(col("ts")),
         ] {
             assert_eq!(
-                TimeBounds::from_filters("ts", std::slice::from_ref(&filter)),
-                TimeBounds::default(),
+                bounds("ts", std::slice::from_ref(&filter)),
+                Span::ALL,
                 "{filter}"
             );
         }
@@ -512,12 +503,16 @@ mod tests {
         let ns = DataType::Timestamp(TimeUnit::Nanosecond, None);
         // ts < 00:00:00.000000500 holds at 00:00:00: the bound must reach past it.
         let before = [cast(col("ts"), ns.clone()).lt(nanos(MIDNIGHT * 1000 + 500))];
-        assert_eq!(
-            TimeBounds::from_filters("ts", &before).to,
-            Some(MIDNIGHT + 1)
-        );
-        let after = [cast(col("ts"), ns).gt(nanos(MIDNIGHT * 1000 + 500))];
-        assert_eq!(TimeBounds::from_filters("ts", &after).from, Some(MIDNIGHT));
+        assert_eq!(bounds("ts", &before).to, Some(MIDNIGHT + 1));
+        // ts > 00:00:00.000000500 first holds at 00:00:00.000001, and >= at the same.
+        for op in [Operator::Gt, Operator::GtEq] {
+            let after = [Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(cast(col("ts"), ns.clone())),
+                op,
+                Box::new(nanos(MIDNIGHT * 1000 + 500)),
+            ))];
+            assert_eq!(bounds("ts", &after).from, Some(MIDNIGHT + 1), "{op}");
+        }
     }
 
     #[test]
@@ -528,7 +523,7 @@ mod tests {
         let shifted = cast(cast(col("ts"), naive), zoned);
         let from = [shifted.gt_eq(ts("2024-09-18T05:00:00Z"))];
         assert_eq!(
-            TimeBounds::from_filters("ts", &from).from,
+            bounds("ts", &from).from,
             Some(MIDNIGHT + 5 * 3_600_000_000 - 3 * MICROS_PER_DAY)
         );
     }
@@ -541,18 +536,141 @@ mod tests {
             assert!(Micros::of(&at(i64::MAX)).is_none());
         }
         let at = |us| Expr::Literal(ScalarValue::TimestampMicrosecond(Some(us), None), None);
-        for filter in [
-            col("ts").lt_eq(at(i64::MAX)),
-            col("ts").gt(at(i64::MIN)),
-            cast(col("ts"), DataType::Date32).eq(at(i64::MAX)),
-            col("ts").between(at(i64::MIN), at(i64::MAX)),
+        // The bare column against the ends themselves is exact, to the microsecond.
+        for (filter, from, to) in [
+            (col("ts").lt_eq(at(i64::MAX)), None, None),
+            (col("ts").gt(at(i64::MIN)), Some(i64::MIN + 1), None),
+            (col("ts").eq(at(i64::MAX)), Some(i64::MAX), None),
+            (
+                col("ts").between(at(i64::MIN), at(i64::MAX)),
+                Some(i64::MIN),
+                None,
+            ),
         ] {
             assert_eq!(
-                TimeBounds::from_filters("ts", std::slice::from_ref(&filter)),
-                TimeBounds::default(),
+                bounds("ts", std::slice::from_ref(&filter)),
+                Span { from, to },
                 "{filter}"
             );
         }
+        // Past the last microsecond there is nothing, and a cast moves a time past the ends of
+        // what bounds can hold: neither bounds anything.
+        for filter in [
+            col("ts").gt(at(i64::MAX)),
+            cast(col("ts"), DataType::Date32).eq(at(i64::MAX)),
+            cast(col("ts"), DataType::Date32).gt_eq(at(i64::MIN)),
+        ] {
+            assert_eq!(
+                TimeFilter::of("ts", &filter),
+                TimeFilter::UNKNOWN,
+                "{filter}"
+            );
+        }
+    }
+
+    /// For comparisons of every kind the planner leaves facing the time column — casts to a
+    /// date, to seconds, milliseconds or nanoseconds, literals of each kind, BETWEEN, ANDs of
+    /// them — the rows a filter keeps lie in its span, and are exactly the span's rows when it
+    /// says it is exact. Each filter runs on times at, just before and just after its literals.
+    #[tokio::test]
+    async fn every_filter_keeps_only_rows_in_its_span_and_all_of_them_when_exact() {
+        use datafusion::common::tree_node::TreeNode;
+        use datafusion::logical_expr::{LogicalPlan, utils::split_conjunction};
+        use datafusion::prelude::SessionContext;
+
+        const HOUR: i64 = 3_600_000_000;
+        let mut times = Vec::new();
+        for base in [-MICROS_PER_DAY, 0, 12 * HOUR, MICROS_PER_DAY] {
+            for step in [-1_000_000, -1_000, -1, 0, 1, 500, 1_000, 1_000_000] {
+                times.push(MIDNIGHT + base + step);
+            }
+        }
+        let utc = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let array =
+            arrow::array::TimestampMicrosecondArray::from(times.clone()).with_timezone("UTC");
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("ts", utc, false),
+        ]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(array)]).unwrap();
+        let ctx = SessionContext::new();
+        ctx.register_batch("t", batch).unwrap();
+
+        let sides = [
+            "ts",
+            "cast(ts as date)",
+            "cast(ts as timestamp(0))",
+            "cast(ts as timestamp(3))",
+            "cast(ts as timestamp(9))",
+        ];
+        let literals = [
+            "timestamp '2024-09-18 00:00:00'",
+            "timestamp '2024-09-18 12:00:00.000000500'",
+            "timestamp '2024-09-18 00:00:00.001'",
+            "date '2024-09-18'",
+            "'2024-09-18T12:00:00Z'",
+        ];
+        let mut filters = Vec::new();
+        for side in sides {
+            for literal in literals {
+                for op in [">", ">=", "<", "<=", "="] {
+                    filters.push(format!("{side} {op} {literal}"));
+                    filters.push(format!("{literal} {op} {side}"));
+                }
+                filters.push(format!(
+                    "{side} between {literal} and timestamp '2024-09-19'"
+                ));
+            }
+        }
+        filters.push(
+            "ts >= timestamp '2024-09-17 23:59:59.999' and cast(ts as date) < date '2024-09-19'"
+                .into(),
+        );
+        let mut exact = 0;
+        for filter in &filters {
+            let sql = format!("select ts from t where {filter}");
+            let frame = ctx.sql(&sql).await.unwrap();
+            let plan = frame.clone().into_optimized_plan().unwrap();
+            let mut said = Vec::new();
+            plan.apply(|node| {
+                if let LogicalPlan::Filter(filter) = node {
+                    for conjunct in split_conjunction(&filter.predicate) {
+                        said.push(TimeFilter::of("ts", conjunct));
+                    }
+                }
+                Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+            })
+            .unwrap();
+            let span = said
+                .iter()
+                .fold(Span::ALL, |span, f| span.intersect(f.span));
+            let all_exact = !said.is_empty() && said.iter().all(|f| f.exact);
+            exact += usize::from(all_exact);
+            let kept: Vec<i64> = frame
+                .collect()
+                .await
+                .unwrap()
+                .iter()
+                .flat_map(|b| {
+                    b.column(0)
+                        .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                        .values()
+                        .to_vec()
+                })
+                .collect();
+            for &t in &times {
+                let keeps = kept.contains(&t);
+                assert!(
+                    !keeps || span.holds(t),
+                    "{sql}: keeps {t}, outside {span:?}"
+                );
+                if all_exact {
+                    assert_eq!(keeps, span.holds(t), "{sql}: at {t}, exact {span:?}");
+                }
+            }
+        }
+        // The bare column's comparisons with microsecond times (and the literals coerced to
+        // them) are exact; the test would prove little if none were.
+        assert!(exact >= 20, "{exact} of {} filters exact", filters.len());
     }
 
     /// Samples at 00:00 and 12:00 of 2026-11-02, each in a file of its own, and one at 00:00 the
@@ -594,11 +712,20 @@ mod tests {
     #[test]
     fn only_the_bare_time_column_against_microseconds_is_an_exact_range() {
         let at = |us| Expr::Literal(ScalarValue::TimestampMicrosecond(Some(us), None), None);
-        let range = |expr: Expr| TimeRange::of("ts", &expr);
-        let from = |from| Some(TimeRange { from, to: None });
+        // The span of an exact filter; `None` if it is not one.
+        let range = |expr: Expr| {
+            let said = TimeFilter::of("ts", &expr);
+            said.exact.then_some(said.span)
+        };
+        let from = |from| {
+            Some(Span {
+                from: Some(from),
+                to: None,
+            })
+        };
         let until = |to| {
-            Some(TimeRange {
-                from: i64::MIN,
+            Some(Span {
+                from: None,
                 to: Some(to),
             })
         };
@@ -609,8 +736,8 @@ mod tests {
         assert_eq!(range(col("ts").lt_eq(at(10))), until(11));
         assert_eq!(
             range(col("ts").eq(at(10))),
-            Some(TimeRange {
-                from: 10,
+            Some(Span {
+                from: Some(10),
                 to: Some(11)
             })
         );
@@ -620,13 +747,13 @@ mod tests {
                     .between(at(10), at(20))
                     .and(col("ts").gt_eq(at(15)))
             ),
-            Some(TimeRange {
-                from: 15,
+            Some(Span {
+                from: Some(15),
                 to: Some(21)
             })
         );
         // Up to the last microsecond there is: every row, with no end to hold it.
-        assert_eq!(range(col("ts").lt_eq(at(i64::MAX))), Some(TimeRange::ALL));
+        assert_eq!(range(col("ts").lt_eq(at(i64::MAX))), Some(Span::ALL));
         assert_eq!(range(col("ts").gt(at(i64::MAX))), None);
         let nanos = Expr::Literal(ScalarValue::TimestampNanosecond(Some(10), None), None);
         for inexact in [

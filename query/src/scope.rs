@@ -121,7 +121,7 @@ impl TableProvider for TeamTable {
             }
         };
         // A lake table uses filters only to choose its files by time, from literal bounds, and
-        // tests rows only against its own range of two literal times (`TimeRange`): no user
+        // tests rows only against its own range of two literal times (`TimeFilter`): no user
         // expression is evaluated on a row there. Any other table gets none, and no limit
         // either (a limit below the team filter would cut the team's rows).
         let is_lake_table = self.inner.is::<LakeTable>();
