@@ -25,7 +25,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-use datafusion::common::{DataFusionError, Result as DfResult, exec_err, internal_err};
+use datafusion::common::{
+    DataFusionError, Result as DfResult, exec_err, internal_datafusion_err, internal_err,
+};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{FileGroup, FileGroupPartitioner, FileScanConfig};
 use datafusion::datasource::sink::DataSinkExec;
@@ -36,7 +38,9 @@ use datafusion::execution::context::QueryPlanner;
 use datafusion::execution::object_store::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::logical_expr::{Expr, LogicalPlan};
-use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::union::UnionExec;
+use datafusion::physical_plan::{ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions};
 use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 use datafusion::prelude::SessionContext;
 use datafusion_distributed::{ChannelResolver, WorkerChannel, grpc};
@@ -466,23 +470,22 @@ fn secret_headers(secret: Option<&str>) -> DfResult<HeaderMap> {
     Ok(headers)
 }
 
-/// How many tasks a team's scan asks for: as many as the Parquet under its barrier would get
-/// without the barrier. Anything else under a barrier (a table function's plan) runs as one task.
+/// How many tasks a team's scan asks for: as many as its Parquet would get without the barrier.
+/// Anything else under a barrier (a table function's plan) runs as one task.
 fn team_rows_task_count(
     event: DesiredTaskCountEvent,
 ) -> Option<DfResult<DesiredTaskCountEventResponse>> {
     let barrier = event.plan.downcast_ref::<TeamRowsExec>()?;
-    let Some(scan) = file_scan(barrier.input()) else {
+    let Some(scans) = file_scans(barrier.input()) else {
         return Some(Ok(DesiredTaskCountEventResponse::maximum(1)));
     };
     let per_partition = match DistributedConfig::from_session_config(event.session_config) {
         Ok(config) => config.file_scan_config_bytes_per_partition.max(1),
         Err(error) => return Some(Err(error)),
     };
-    let bytes: u64 = scan
-        .file_groups
+    let bytes: u64 = scans
         .iter()
-        .flat_map(FileGroup::iter)
+        .flat_map(|scan| scan.file_groups.iter().flat_map(FileGroup::iter))
         .map(PartitionedFile::effective_size)
         .sum();
     let tasks = (bytes as usize)
@@ -491,32 +494,51 @@ fn team_rows_task_count(
     Some(Ok(DesiredTaskCountEventResponse::desired(tasks.max(1))))
 }
 
-/// A team's scan over `task_count` tasks: each task's barrier over its own slice of the files.
+/// A team's scan over `task_count` tasks: each task's barrier over its own slice of the files,
+/// every scan under the barrier sliced alike.
 fn team_rows_scale_up(
     event: ScaleUpLeafNodeEvent,
 ) -> Option<DfResult<ScaleUpLeafNodeEventResponse>> {
     let barrier = event.plan.downcast_ref::<TeamRowsExec>()?;
-    let scan = file_scan(barrier.input())?;
-    let partitions = barrier
-        .input()
-        .output_partitioning()
-        .partition_count()
-        .max(1);
+    let scans = file_scans(barrier.input())?;
+    // `sliced[scan][task]`, turned into each task's scans in plan order.
+    let mut sliced: Vec<_> = scans
+        .iter()
+        .map(|scan| slices(scan, event.task_count).into_iter())
+        .collect();
+    let variants = (0..event.task_count).map(|_| {
+        let own: Vec<_> = sliced.iter_mut().filter_map(Iterator::next).collect();
+        let input = with_file_scans(barrier.input(), &mut own.into_iter())?;
+        barrier
+            .with_input(input)
+            .map(|b| Arc::new(b) as Arc<dyn ExecutionPlan>)
+    });
+    let variants = match variants.collect::<DfResult<Vec<_>>>() {
+        Ok(variants) => variants,
+        Err(error) => return Some(Err(error)),
+    };
+    Some(
+        DistributedLeafExec::try_new(Arc::clone(event.plan), variants)
+            .map(|leaf| ScaleUpLeafNodeEventResponse::new(Arc::new(leaf))),
+    )
+}
+
+/// `scan` cut into `tasks` scans that together read its files once, each showing the same
+/// partitions (a task with fewer groups scans nothing in the rest).
+fn slices(scan: &FileScanConfig, tasks: usize) -> Vec<FileScanConfig> {
     let groups = FileGroupPartitioner::new()
-        .with_target_partitions(partitions * event.task_count)
+        .with_target_partitions(scan.file_groups.len().max(1) * tasks)
         .with_repartition_file_min_size(0)
         .with_preserve_order_within_groups(!scan.output_ordering.is_empty())
         .repartition_file_groups(&scan.file_groups)
         .unwrap_or_else(|| scan.file_groups.clone());
-    let mut slices = vec![scan.clone(); event.task_count];
+    let mut slices = vec![scan.clone(); tasks];
     for slice in &mut slices {
         slice.file_groups.clear();
     }
     for (i, group) in groups.into_iter().enumerate() {
-        slices[i % event.task_count].file_groups.push(group);
+        slices[i % tasks].file_groups.push(group);
     }
-    // Every variant must show the same partitions: a task with fewer slices scans nothing in
-    // the rest.
     let width = slices
         .iter()
         .map(|s| s.file_groups.len())
@@ -527,18 +549,51 @@ fn team_rows_scale_up(
             .file_groups
             .resize_with(width, || FileGroup::new(Vec::new()));
     }
-    let variants = slices.into_iter().map(|slice| {
-        barrier
-            .with_input(DataSourceExec::from_data_source(slice))
-            .map(|b| Arc::new(b) as Arc<dyn ExecutionPlan>)
-    });
-    let variants = match variants.collect::<DfResult<Vec<_>>>() {
-        Ok(variants) => variants,
-        Err(error) => return Some(Err(error)),
+    slices
+}
+
+/// The Parquet scans of `plan` in plan order, when it is nothing but what a lake table's scan
+/// makes without a limit: a scan, or the files a time range cuts filtered row by row beside
+/// those it holds whole, under a union.
+fn file_scans(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<FileScanConfig>> {
+    // A limit would hold in each task, not over them: such a scan stays whole.
+    if let Some(scan) = file_scan(plan) {
+        return scan.limit.is_none().then(|| vec![scan]);
+    }
+    let made_by_a_lake_table = match plan.downcast_ref::<FilterExec>() {
+        Some(filter) => filter.fetch().is_none(),
+        None => plan.downcast_ref::<UnionExec>().is_some(),
     };
-    Some(
-        DistributedLeafExec::try_new(Arc::clone(event.plan), variants)
-            .map(|leaf| ScaleUpLeafNodeEventResponse::new(Arc::new(leaf))),
+    if !made_by_a_lake_table {
+        return None;
+    }
+    let mut scans = Vec::new();
+    for child in plan.children() {
+        scans.extend(file_scans(child)?);
+    }
+    Some(scans)
+}
+
+/// `plan` with its scans, in the order [`file_scans`] gives them, replaced by `scans`.
+fn with_file_scans(
+    plan: &Arc<dyn ExecutionPlan>,
+    scans: &mut impl Iterator<Item = FileScanConfig>,
+) -> DfResult<Arc<dyn ExecutionPlan>> {
+    if file_scan(plan).is_some() {
+        let scan = scans
+            .next()
+            .ok_or_else(|| internal_datafusion_err!("a team's scan lost a slice of its files"))?;
+        return Ok(DataSourceExec::from_data_source(scan));
+    }
+    let children = plan
+        .children()
+        .into_iter()
+        .map(|child| with_file_scans(child, scans))
+        .collect::<DfResult<Vec<_>>>()?;
+    // A task's slice shows other partitions than the whole scan: recomputed.
+    Arc::clone(plan).replace_children(
+        children,
+        ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
     )
 }
 

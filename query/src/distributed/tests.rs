@@ -3,7 +3,7 @@ use std::sync::Arc;
 use arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::memory::MemorySourceConfig;
-use datafusion::physical_plan::collect;
+use datafusion::physical_plan::{ExecutionPlanProperties, collect};
 use datafusion::prelude::SessionContext;
 use datafusion_proto::physical_plan::DefaultPhysicalProtoConverter;
 
@@ -194,4 +194,168 @@ async fn plans_calling_functions_the_workers_lack_stay_here() {
     assert!(!workers_can_run(
         &plan("SELECT 1 WHERE 2 > (SELECT count(only_here(column1)) FROM (VALUES ('a')) v)").await
     ));
+}
+
+/// A team's scan that a time range cuts (the files it holds whole beside a row filter over the
+/// ones it cuts, under a union) spreads over tasks as a plain scan does: its files' bytes ask for
+/// the tasks, and each task's barrier reads its own slice of every file, so that together the
+/// tasks keep each of the team's rows once.
+#[tokio::test]
+async fn a_team_scan_cut_by_a_time_range_spreads_over_tasks() {
+    use gpuledger_ingest::pipeline::Source;
+
+    // Files of hours since 2026-11-02T00:00Z, each with a sample of nodes n1 and n2 reading
+    // `hour` (n1) and `hour + 100` (n2) watts. From 06:00 the first file is cut.
+    const DAY_MS: i64 = 1_793_577_600_000;
+    let file = |hours: &[i64]| -> String {
+        let mut text = String::new();
+        for hour in hours {
+            let ms = DAY_MS + hour * 3_600_000;
+            for (node, watts) in [("n1", *hour), ("n2", hour + 100)] {
+                text += &format!(
+                    "DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",UUID=\"GPU-{node}\",Hostname=\"{node}\"}} {watts} {ms}\n"
+                );
+            }
+        }
+        text
+    };
+    let (_dir, lake) = crate::test_lake::lake_with(
+        Source::Dcgm,
+        "dcgm.prom",
+        [file(&[0, 6]), file(&[12, 18]), file(&[24, 30]), file(&[36])],
+    )
+    .await;
+    let ctx = crate::session::new_session(&lake).unwrap();
+    // What a team's table asks of the lake table under its barrier: node and power from 06:00.
+    let table = ctx.table_provider("gpu_samples").await.unwrap();
+    let columns: Vec<usize> = ["node", "power_w"]
+        .iter()
+        .map(|c| table.schema().index_of(c).unwrap())
+        .collect();
+    let from_six = datafusion::prelude::col("ts").gt_eq(datafusion::prelude::lit(
+        datafusion::common::ScalarValue::TimestampMicrosecond(
+            Some((DAY_MS + 6 * 3_600_000) * 1000),
+            Some("UTC".into()),
+        ),
+    ));
+    let scan = |limit| {
+        let (table, columns, from_six) = (&table, &columns, &from_six);
+        let state = ctx.state();
+        async move {
+            table
+                .scan(&state, Some(columns), std::slice::from_ref(from_six), limit)
+                .await
+                .unwrap()
+        }
+    };
+    let union = scan(None).await;
+    assert!(
+        union_in(&union).is_some_and(|u| Arc::ptr_eq(&u, &union)),
+        "the range cuts one file of four"
+    );
+    let (node, width) = (0, 2);
+    let barrier: Arc<dyn ExecutionPlan> =
+        Arc::new(TeamRowsExec::new(union, node, width, "n1".into()).unwrap());
+    let watts = |batches: Vec<RecordBatch>| -> Vec<f64> {
+        let mut watts: Vec<f64> = batches
+            .iter()
+            .flat_map(|b| {
+                let column = b.schema().index_of("power_w").unwrap();
+                b.column(column)
+                    .as_primitive::<arrow::datatypes::Float64Type>()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        watts.sort_by(f64::total_cmp);
+        watts
+    };
+    let whole = watts(collect(Arc::clone(&barrier), ctx.task_ctx()).await.unwrap());
+    assert_eq!(whole, [6.0, 12.0, 18.0, 24.0, 30.0, 36.0]);
+
+    // A partition per byte, one per task: the files' bytes ask for as many tasks.
+    let mut config = datafusion::prelude::SessionConfig::new();
+    config.options_mut().execution.target_partitions = 1;
+    config.set_distributed_option_extension(DistributedConfig::default());
+    config
+        .set_distributed_file_scan_config_bytes_per_partition(1)
+        .unwrap();
+    let bytes: u64 = lake
+        .catalog()
+        .active_files(gpuledger_lake::tables::Table::GpuSamples, None, None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|f| f.bytes as u64)
+        .sum();
+    let asked = team_rows_task_count(DesiredTaskCountEvent {
+        plan: &barrier,
+        session_config: &config,
+    })
+    .unwrap()
+    .unwrap();
+    assert_eq!(asked.task_count.as_usize(), bytes as usize);
+
+    for task_count in [2, 3, 5] {
+        let leaf = team_rows_scale_up(ScaleUpLeafNodeEvent {
+            plan: &barrier,
+            task_count,
+            session_config: &config,
+        })
+        .expect("a team's cut scan is recognized")
+        .unwrap()
+        .plan;
+        let leaf = leaf.downcast_ref::<DistributedLeafExec>().unwrap();
+        assert_eq!(leaf.variants().len(), task_count);
+        let partitions = leaf.variants()[0].output_partitioning().partition_count();
+        let mut together = Vec::new();
+        for variant in leaf.variants() {
+            assert_eq!(
+                variant.output_partitioning().partition_count(),
+                partitions,
+                "every task shows the same partitions"
+            );
+            together.extend(watts(
+                collect(Arc::clone(variant), ctx.task_ctx()).await.unwrap(),
+            ));
+        }
+        together.sort_by(f64::total_cmp);
+        assert_eq!(together, whole, "{task_count} tasks");
+    }
+
+    // With a limit in the scan each task would keep that many rows: such a scan stays one task.
+    let union = scan(Some(2)).await;
+    let barrier: Arc<dyn ExecutionPlan> =
+        Arc::new(TeamRowsExec::new(union, node, width, "n1".into()).unwrap());
+    let asked = team_rows_task_count(DesiredTaskCountEvent {
+        plan: &barrier,
+        session_config: &config,
+    })
+    .unwrap()
+    .unwrap();
+    assert_eq!(asked.task_count.as_usize(), 1);
+    let scaled = team_rows_scale_up(ScaleUpLeafNodeEvent {
+        plan: &barrier,
+        task_count: 3,
+        session_config: &config,
+    });
+    assert!(scaled.is_none());
+}
+
+/// The first union in `plan`: where a lake table joins the files a range holds whole and those
+/// it cuts.
+fn union_in(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+    let mut union = None;
+    plan.apply(|node| {
+        if node
+            .downcast_ref::<datafusion::physical_plan::union::UnionExec>()
+            .is_some()
+        {
+            union = Some(Arc::clone(node));
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .unwrap();
+    union
 }
