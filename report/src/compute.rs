@@ -38,16 +38,37 @@ pub async fn weekly_report(
     let declared = declared(lake.catalog()).await?;
     let w = Window::of(week);
     let previous = Window::of(week.previous());
-    let this_ue = unit_economics(&ctx, &w).await?;
-    let previous_ue = unit_economics(&ctx, &previous).await?;
-    let utilization = utilization(&ctx, &w).await?;
-    let previous_idle = idle_classes(&ctx, &previous).await?;
-    let b = balance(lake, &declared, week.span()).await?;
+    // The sections read the same ledger and do not wait on one another: asked together, one's
+    // scan runs while another plans or waits for the catalog.
+    let (
+        this_ue,
+        previous_ue,
+        utilization,
+        previous_idle,
+        b,
+        tenants,
+        previous_totals,
+        recommendations,
+        capacity,
+        queue,
+        training,
+    ) = tokio::try_join!(
+        unit_economics(&ctx, &w),
+        unit_economics(&ctx, &previous),
+        utilization(&ctx, &w),
+        idle_classes(&ctx, &previous),
+        async { Ok::<_, ReportError>(balance(lake, &declared, week.span()).await?) },
+        tenants(&ctx, &w, week, limits),
+        team_totals(&ctx, &previous),
+        recommendations(&ctx, &w),
+        capacity(&ctx, &w, &declared),
+        queue(&ctx, &w),
+        training(&ctx, &w),
+    )?;
     let warnings = no_data(&utilization, &b, &w).into_iter().collect();
-    let tenants = tenants(&ctx, &w, week, limits).await?;
     let summary = summary(
         &tenants.teams,
-        &team_totals(&ctx, &previous).await?,
+        &previous_totals,
         &utilization.idle,
         &previous_idle,
     );
@@ -59,10 +80,10 @@ pub async fn weekly_report(
         currency: "USD".into(),
         warnings,
         summary,
-        recommendations: recommendations(&ctx, &w).await?,
-        capacity: capacity(&ctx, &w, &declared).await?,
-        queue: queue(&ctx, &w).await?,
-        training: training(&ctx, &w).await?,
+        recommendations,
+        capacity,
+        queue,
+        training,
         inference: inference(&this_ue, &previous_ue),
         tenants,
         optimization: optimization(
