@@ -160,7 +160,7 @@ impl LakeTable {
 }
 
 /// Times `[from, to)` in microseconds; an end that is `None` is not there.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Span {
     from: Option<i64>,
     to: Option<i64>,
@@ -392,12 +392,11 @@ mod tests {
     use arrow::datatypes::Int64Type;
     use datafusion::logical_expr::{cast, try_cast};
     use datafusion::prelude::{col, lit};
-    use gpuledger_ingest::pipeline::Source;
     use gpuledger_lake::Lake;
 
     use super::*;
     use crate::session::new_session;
-    use crate::test_lake::lake_with;
+    use crate::test_lake::{DAY_MS, power_sample_files};
 
     /// 2024-09-18T00:00:00Z.
     const MIDNIGHT: i64 = 1_726_617_600_000_000;
@@ -677,7 +676,7 @@ mod tests {
     /// next day: however a query names the day, it reads both of that day's files.
     #[tokio::test]
     async fn every_spelling_of_a_day_reads_all_its_files() {
-        let (_dir, lake) = dcgm_files(&[&[0], &[12], &[24]]).await;
+        let (_dir, lake) = power_sample_files(&["n1"], &[&[0], &[12], &[24]]).await;
         let ctx = new_session(&lake).unwrap();
         for (filter, expected) in [
             ("true", 3),
@@ -773,33 +772,8 @@ mod tests {
     /// Samples at 00:00, 06:00, 12:00 and 18:00 of 2026-11-02 in one file, 00:00 and 12:00 of
     /// 2026-11-03 in another; each reads its hour since 2026-11-02 as its power.
     async fn lake_of_two_days() -> (tempfile::TempDir, Lake) {
-        dcgm_files(&[&[0, 6, 12, 18], &[24, 36]]).await
+        power_sample_files(&["n1"], &[&[0, 6, 12, 18], &[24, 36]]).await
     }
-
-    /// A file per slice of `hours` (since 2026-11-02T00:00:00Z), one power sample of GPU 0 of
-    /// node n1 at each hour, reading the hour.
-    async fn dcgm_files(files: &[&[i64]]) -> (tempfile::TempDir, Lake) {
-        let text = |hours: &[i64]| -> String {
-            hours
-                .iter()
-                .map(|hour| {
-                    let ms = DAY_MS + hour * 3_600_000;
-                    format!(
-                        "DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",UUID=\"GPU-0\",Hostname=\"n1\"}} {hour} {ms}\n"
-                    )
-                })
-                .collect()
-        };
-        lake_with(
-            Source::Dcgm,
-            "dcgm.prom",
-            files.iter().map(|hours| text(hours)),
-        )
-        .await
-    }
-
-    /// 2026-11-02T00:00:00Z in milliseconds.
-    const DAY_MS: i64 = 1_793_577_600_000;
 
     /// The physical plan of `sql`, as `EXPLAIN` prints it.
     async fn plan_of(ctx: &datafusion::prelude::SessionContext, sql: &str) -> String {

@@ -35,3 +35,34 @@ pub(crate) async fn lake_with(
     }
     (dir, lake)
 }
+
+/// 2026-11-02T00:00:00Z in milliseconds: the first day of [`power_sample_files`].
+pub(crate) const DAY_MS: i64 = 1_793_577_600_000;
+
+/// A lake with a dcgm file per slice of `files`, each slice hours since 2026-11-02T00:00:00Z:
+/// at each hour one power sample of GPU 0 of every node of `nodes`, the `i`-th reading
+/// `hour + 100 × i` watts.
+pub(crate) async fn power_sample_files(
+    nodes: &[&str],
+    files: &[&[i64]],
+) -> (tempfile::TempDir, Lake) {
+    let text = |hours: &[i64]| -> String {
+        let mut text = String::new();
+        for hour in hours {
+            let ms = DAY_MS + hour * 3_600_000;
+            for (i, node) in (0_i64..).zip(nodes) {
+                let watts = hour + 100 * i;
+                text += &format!(
+                    "DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",UUID=\"GPU-{node}\",Hostname=\"{node}\"}} {watts} {ms}\n"
+                );
+            }
+        }
+        text
+    };
+    lake_with(
+        Source::Dcgm,
+        "dcgm.prom",
+        files.iter().map(|hours| text(hours)),
+    )
+    .await
+}

@@ -202,29 +202,11 @@ async fn plans_calling_functions_the_workers_lack_stay_here() {
 /// tasks keep each of the team's rows once.
 #[tokio::test]
 async fn a_team_scan_cut_by_a_time_range_spreads_over_tasks() {
-    use gpuledger_ingest::pipeline::Source;
+    use crate::test_lake::{DAY_MS, power_sample_files};
 
-    // Files of hours since 2026-11-02T00:00Z, each with a sample of nodes n1 and n2 reading
-    // `hour` (n1) and `hour + 100` (n2) watts. From 06:00 the first file is cut.
-    const DAY_MS: i64 = 1_793_577_600_000;
-    let file = |hours: &[i64]| -> String {
-        let mut text = String::new();
-        for hour in hours {
-            let ms = DAY_MS + hour * 3_600_000;
-            for (node, watts) in [("n1", *hour), ("n2", hour + 100)] {
-                text += &format!(
-                    "DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",UUID=\"GPU-{node}\",Hostname=\"{node}\"}} {watts} {ms}\n"
-                );
-            }
-        }
-        text
-    };
-    let (_dir, lake) = crate::test_lake::lake_with(
-        Source::Dcgm,
-        "dcgm.prom",
-        [file(&[0, 6]), file(&[12, 18]), file(&[24, 30]), file(&[36])],
-    )
-    .await;
+    // n1 reads `hour` watts, n2 `hour + 100`. From 06:00 the first file is cut.
+    let (_dir, lake) =
+        power_sample_files(&["n1", "n2"], &[&[0, 6], &[12, 18], &[24, 30], &[36]]).await;
     let ctx = crate::session::new_session(&lake).unwrap();
     // What a team's table asks of the lake table under its barrier: node and power from 06:00.
     let table = ctx.table_provider("gpu_samples").await.unwrap();
