@@ -558,7 +558,7 @@ fn slices(scan: &FileScanConfig, tasks: usize) -> Vec<FileScanConfig> {
 fn file_scans(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<FileScanConfig>> {
     // A limit would hold in each task, not over them: such a scan stays whole.
     if let Some(scan) = file_scan(plan) {
-        return scan.limit.is_none().then(|| vec![scan]);
+        return scan.limit.is_none().then(|| vec![scan.clone()]);
     }
     let made_by_a_lake_table = match plan.downcast_ref::<FilterExec>() {
         Some(filter) => filter.fetch().is_none(),
@@ -598,12 +598,9 @@ fn with_file_scans(
 }
 
 /// `plan`'s Parquet scan, when it is one.
-fn file_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<FileScanConfig> {
+fn file_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<&FileScanConfig> {
     let source = plan.downcast_ref::<DataSourceExec>()?;
-    source
-        .data_source()
-        .downcast_ref::<FileScanConfig>()
-        .cloned()
+    source.data_source().downcast_ref::<FileScanConfig>()
 }
 
 /// Carries a [`TeamRowsExec`] (its team, its columns and the plan under it) to a worker.
