@@ -18,9 +18,6 @@ use arrow::compute::{cast, concat_batches};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use chrono::{NaiveDate, Utc};
-use object_store::ObjectStoreExt;
-use object_store::path::Path;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::Lake;
 use crate::catalog::{CompactionCandidate, NewBatch};
@@ -206,20 +203,11 @@ async fn merge_files(
     );
     // Read through the fallback: a source retired meanwhile is still readable, and the swap
     // below notices it is no longer active.
-    let store = lake.table_reader();
     let schema = table.schema();
     let mut batches = Vec::new();
     for source in sources {
-        let bytes = store
-            .get(&Path::from(source.path.as_str()))
-            .await?
-            .bytes()
-            .await?;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?
-            .with_batch_size(64 * 1024)
-            .build()?;
-        for batch in reader {
-            batches.push(conform(&batch?, &schema)?);
+        for batch in lake.read_file(&source.path, None).await? {
+            batches.push(conform(&batch, &schema)?);
         }
     }
     let merged = concat_batches(&schema, &batches)?;

@@ -31,7 +31,11 @@ pub mod writer;
 
 use std::sync::Arc;
 
-use object_store::ObjectStore;
+use arrow::record_batch::RecordBatch;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 pub use catalog::{BudgetAlert, Catalog, Rejection, TokenRecord};
 pub use error::{LakeError, Result};
@@ -106,5 +110,27 @@ impl Lake {
     /// it waits aside (`retirement::AsideFallback`).
     pub fn table_reader(&self) -> Arc<dyn ObjectStore> {
         retirement::AsideFallback::over(Arc::clone(&self.store))
+    }
+
+    /// The rows of one table file, read through [`Lake::table_reader`]; only `columns`, when
+    /// given, are decoded.
+    pub async fn read_file(
+        &self,
+        path: &str,
+        columns: Option<&[&str]>,
+    ) -> Result<Vec<RecordBatch>> {
+        let bytes = self
+            .table_reader()
+            .get(&Path::from(path))
+            .await?
+            .bytes()
+            .await?;
+        let mut builder =
+            ParquetRecordBatchReaderBuilder::try_new(bytes)?.with_batch_size(64 * 1024);
+        if let Some(columns) = columns {
+            let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
+            builder = builder.with_projection(mask);
+        }
+        Ok(builder.build()?.collect::<std::result::Result<_, _>>()?)
     }
 }

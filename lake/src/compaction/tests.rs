@@ -1,5 +1,6 @@
 use arrow::array::{AsArray, Int64Array, StringArray, TimestampMicrosecondArray};
 use arrow::datatypes::Int64Type;
+use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
 
 use super::*;
@@ -138,20 +139,7 @@ pub(crate) async fn active(lake: &Lake) -> (usize, usize, i64) {
         .unwrap();
     let (mut rows, mut sum) = (0, 0);
     for file in &files {
-        let bytes = lake
-            .table_reader()
-            .get(&Path::from(file.path.as_str()))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .unwrap()
-            .build()
-            .unwrap()
-        {
-            let batch = batch.unwrap();
+        for batch in lake.read_file(&file.path, None).await.unwrap() {
             rows += batch.num_rows();
             let tokens = batch.column_by_name("input_tokens").unwrap();
             sum += tokens
