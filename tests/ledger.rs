@@ -58,19 +58,9 @@ fn check_prints_both_sides_and_late_telemetry_recomputes_two_hours() {
         );
 
         // Late telemetry: nlp's GPU (n1 GPU 1) was idle 08:00–09:00. The last sample (08:59:30)
-        // stands for two minutes, so hours 08 and 09 are recomputed, and only those.
-        let mut late = String::new();
-        for t in (8 * 3600..9 * 3600).step_by(30) {
-            let ms = 1_793_577_600_000i64 + t * 1000;
-            writeln!(
-                late,
-                "DCGM_FI_PROF_SM_ACTIVE{{gpu=\"1\",UUID=\"GPU-n1-1\",Hostname=\"n1\"}} 0.0 {ms}"
-            )
-            .unwrap();
-        }
-        let path = ledger.dir.path().join("late.prom");
-        std::fs::write(&path, late).unwrap();
-        ledger.ingest_ok("dcgm", &path, &["--cluster", "demo"]);
+        // stands for two minutes, so hours 08 and 09 of n1 are recomputed, and only those: n0's
+        // GPU-hours are kept as built.
+        land_nlp_idle_from_eight_to_nine(&ledger);
         let out = ledger.run(&[
             "ledger",
             "build",
@@ -81,12 +71,62 @@ fn check_prints_both_sides_and_late_telemetry_recomputes_two_hours() {
         ]);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
-            text.contains("2026-11-02: 2 hours recomputed")
+            text.contains("2026-11-02: 2 hours of 1 node recomputed")
                 && text.contains("accounted 118.20 (balanced)"),
             "{}",
             describe(&out)
         );
         // 1 h + 90 s of nlp's 1.60/h move from direct to allocated idle: 19.20 − 1.64 and 1.64.
+        assert_eq!(direct_and_idle(&ledger, "nlp"), (17.56, 1.64));
+    }
+}
+
+/// Late telemetry: nlp's GPU (n1 GPU 1) idle 08:00–09:00 of the worked example's day.
+fn land_nlp_idle_from_eight_to_nine(ledger: &crate::support::Ledger) {
+    let mut late = String::new();
+    for t in (8 * 3600..9 * 3600).step_by(30) {
+        let ms = 1_793_577_600_000i64 + t * 1000;
+        writeln!(
+            late,
+            "DCGM_FI_PROF_SM_ACTIVE{{gpu=\"1\",UUID=\"GPU-n1-1\",Hostname=\"n1\"}} 0.0 {ms}"
+        )
+        .unwrap();
+    }
+    let path = ledger.dir.path().join("late.prom");
+    std::fs::write(&path, late).unwrap();
+    ledger.ingest_ok("dcgm", &path, &["--cluster", "demo"]);
+}
+
+#[test]
+fn late_telemetry_compacted_and_vacuumed_before_the_build_is_still_built() {
+    for ledger in ledgers() {
+        load_worked_example(&ledger);
+        land_nlp_idle_from_eight_to_nine(&ledger);
+        // The late file is merged into the day's before any build sees it, and deleted: which
+        // nodes it was for can no longer be read, so hours 08 and 09 of every node are rebuilt
+        // (not "of 1 node"; the merged file moves no row, so it dirties nothing).
+        let out = ledger.run(&["compact", "--retain-superseded", "0s"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("compacted 2 files into 1"),
+            "{}",
+            describe(&out)
+        );
+        let out = ledger.run(&[
+            "ledger",
+            "build",
+            "--from",
+            "2026-11-02",
+            "--to",
+            "2026-11-02",
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("2026-11-02: 2 hours recomputed,")
+                && text.contains("accounted 118.20 (balanced)"),
+            "{}",
+            describe(&out)
+        );
         assert_eq!(direct_and_idle(&ledger, "nlp"), (17.56, 1.64));
     }
 }

@@ -39,6 +39,8 @@ struct Pod {
     node: usize,
     /// The GPU the event names; `None` leaves it to telemetry or packing.
     gpu: Option<usize>,
+    /// The GPU dcgm-exporter labels with the pod while it runs (its pod mapping), if any.
+    seen_on: Option<usize>,
     team: usize,
     start: i64,
     minutes: i64,
@@ -62,6 +64,7 @@ fn pod() -> impl Strategy<Value = Pod> {
     (
         0usize..2,
         proptest::option::of(0usize..2),
+        proptest::option::of(0usize..2),
         0usize..3,
         0i64..1380,
         1i64..600,
@@ -69,9 +72,10 @@ fn pod() -> impl Strategy<Value = Pod> {
         proptest::bool::weighted(0.2),
     )
         .prop_map(
-            |(node, gpu, team, start, minutes, lone_stop, running)| Pod {
+            |(node, gpu, seen_on, team, start, minutes, lone_stop, running)| Pod {
                 node,
                 gpu,
+                seen_on,
                 team,
                 start,
                 minutes,
@@ -108,6 +112,8 @@ pub(crate) struct Delivery {
     scrape_cuts: Vec<f64>,
     /// Per scrape file: rendered family-grouped rather than scrape-grouped.
     family_grouped: Vec<bool>,
+    /// Per scrape file: cut in one file per node (a node's scrapes landing late).
+    by_node: Vec<bool>,
     /// Indices (mod the file count) of files delivered again byte for byte, and re-serialized.
     again: Vec<usize>,
     again_reserialized: Vec<usize>,
@@ -122,6 +128,7 @@ pub(crate) fn delivery() -> impl Strategy<Value = Delivery> {
         proptest::collection::vec(0.0f64..1.0, 0..3),
         proptest::collection::vec(0.0f64..1.0, 0..4),
         proptest::collection::vec(any::<bool>(), 5),
+        proptest::collection::vec(any::<bool>(), 5),
         proptest::collection::vec(0usize..100, 0..3),
         proptest::collection::vec(0usize..100, 0..3),
         0u8..3,
@@ -132,6 +139,7 @@ pub(crate) fn delivery() -> impl Strategy<Value = Delivery> {
                 event_cuts,
                 scrape_cuts,
                 family_grouped,
+                by_node,
                 again,
                 again_reserialized,
                 bill_twice,
@@ -141,6 +149,7 @@ pub(crate) fn delivery() -> impl Strategy<Value = Delivery> {
                     event_cuts,
                     scrape_cuts,
                     family_grouped,
+                    by_node,
                     again,
                     again_reserialized,
                     bill_twice,
@@ -200,8 +209,9 @@ fn events(s: &Scenario) -> Vec<(i64, String, String)> {
     all
 }
 
-/// dcgm-exporter text with timestamps for the scrapes in `[from, to)` minutes.
-fn scrapes(s: &Scenario, from: i64, to: i64, family_grouped: bool) -> String {
+/// dcgm-exporter text with timestamps for the scrapes in `[from, to)` minutes, of one node or
+/// of all.
+fn scrapes(s: &Scenario, from: i64, to: i64, family_grouped: bool, only: Option<usize>) -> String {
     let families = [
         "DCGM_FI_PROF_SM_ACTIVE",
         "DCGM_FI_DEV_GPU_UTIL",
@@ -214,6 +224,21 @@ fn scrapes(s: &Scenario, from: i64, to: i64, family_grouped: bool) -> String {
         1 => format!("{}", sm * 100.0),
         _ => "300".into(),
     };
+    // The first pod running on a GPU at a minute, as dcgm-exporter's pod mapping labels it.
+    let pod_on = |node: usize, gpu: usize, minute: i64| {
+        s.pods
+            .iter()
+            .enumerate()
+            .find(|(_, p)| {
+                p.node == node
+                    && p.seen_on == Some(gpu)
+                    && (p.lone_stop || p.start <= minute)
+                    && (p.running || minute < (p.start + p.minutes).min(1439))
+            })
+            .map_or(String::new(), |(i, _)| {
+                format!(r#",namespace="ml",pod="p{i}""#)
+            })
+    };
     let mut samples: Vec<(usize, i64, usize, usize, String)> = Vec::new();
     let first = from.div_euclid(SCRAPE_MINUTES) * SCRAPE_MINUTES;
     let mut minute = if first < from {
@@ -223,6 +248,9 @@ fn scrapes(s: &Scenario, from: i64, to: i64, family_grouped: bool) -> String {
     };
     while minute < to {
         for (node, gpus) in s.activity.iter().enumerate() {
+            if only.is_some_and(|only| only != node) {
+                continue;
+            }
             for (gpu, hours) in gpus.iter().enumerate() {
                 let sm = hours[(minute / 60) as usize];
                 for family in 0..families.len() {
@@ -239,8 +267,9 @@ fn scrapes(s: &Scenario, from: i64, to: i64, family_grouped: bool) -> String {
     for (family, minute, node, gpu, value) in samples {
         writeln!(
             text,
-            r#"{}{{gpu="{gpu}",UUID="GPU-n{node}-{gpu}",Hostname="n{node}",modelName="NVIDIA H100 80GB HBM3"}} {value} {}"#,
+            r#"{}{{gpu="{gpu}",UUID="GPU-n{node}-{gpu}",Hostname="n{node}",modelName="NVIDIA H100 80GB HBM3"{}}} {value} {}"#,
             families[family],
+            pod_on(node, gpu, minute),
             at(minute).timestamp_millis()
         )
         .unwrap();
@@ -340,20 +369,29 @@ pub(crate) fn files(s: &Scenario, d: &Delivery) -> Vec<File> {
     minutes.dedup();
     for (i, w) in minutes.windows(2).enumerate() {
         let family = d.family_grouped[i % d.family_grouped.len()];
-        let text = scrapes(s, w[0], w[1], family);
-        if text.is_empty() {
-            continue;
+        let parts: Vec<(String, Option<usize>)> = if d.by_node[i % d.by_node.len()] {
+            (0..s.activity.len())
+                .map(|node| (format!("scrape-{i}-n{node}"), Some(node)))
+                .collect()
+        } else {
+            vec![(format!("scrape-{i}"), None)]
+        };
+        for (name, only) in parts {
+            let text = scrapes(s, w[0], w[1], family, only);
+            if text.is_empty() {
+                continue;
+            }
+            out.push(File {
+                source: Source::Dcgm,
+                name: format!("{name}.prom"),
+                bytes: text.into_bytes(),
+            });
+            again.push(File {
+                source: Source::Dcgm,
+                name: format!("{name}-again.prom"),
+                bytes: scrapes(s, w[0], w[1], !family, only).into_bytes(),
+            });
         }
-        out.push(File {
-            source: Source::Dcgm,
-            name: format!("scrape-{i}.prom"),
-            bytes: text.into_bytes(),
-        });
-        again.push(File {
-            source: Source::Dcgm,
-            name: format!("scrape-{i}-again.prom"),
-            bytes: scrapes(s, w[0], w[1], !family).into_bytes(),
-        });
     }
     out.push(File {
         source: Source::Focus,
@@ -469,6 +507,7 @@ async fn case(s: Scenario, d: Delivery) -> Result<(), TestCaseError> {
             // One file per source: the file boundaries differ from the case's too.
             event_cuts: vec![],
             scrape_cuts: vec![],
+            by_node: vec![false],
             again: vec![],
             again_reserialized: vec![],
             bill_twice: 0,

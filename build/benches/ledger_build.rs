@@ -152,7 +152,7 @@ fn main() {
     );
 
     // One late hour of telemetry for one node on day 3: only that hour (and the next, where its
-    // last sample still stands) is recomputed.
+    // last sample still stands) of that node is recomputed.
     let late = Span::new(
         week.start + 3 * MICROS_PER_DAY + 10 * MICROS_PER_HOUR,
         week.start + 3 * MICROS_PER_DAY + 11 * MICROS_PER_HOUR,
@@ -168,9 +168,13 @@ fn main() {
         .block_on(build_ledger(lake, declared, days_between(first, last)))
         .unwrap();
     println!(
-        "ledger_build/late_hour: {} day(s), {} hour(s) recomputed in {:.2} s",
+        "ledger_build/late_hour: {} day(s), {} hour(s) of {} node(s) recomputed in {:.2} s",
         days.len(),
         days.iter().map(|d| d.hours).sum::<usize>(),
+        days.iter()
+            .map(|d| d.nodes.map_or("every".into(), |n| n.to_string()))
+            .collect::<Vec<_>>()
+            .join(", "),
         started.elapsed().as_secs_f64()
     );
 }

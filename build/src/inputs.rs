@@ -9,9 +9,10 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Field, Int32Type};
 use datafusion::prelude::SessionContext;
 use gpuledger_ledger::allocation::{Allocation, Event, EventKind, Labels, PodGpus};
+use gpuledger_ledger::build::NodeKey;
 use gpuledger_ledger::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
 use gpuledger_query::columns::{column, floats, int32s, several, strings, text, timestamps, value};
-use gpuledger_query::ledger_inputs::{GpuKeys, gpu_rows, owned, query};
+use gpuledger_query::ledger_inputs::{GpuKeys, gpu_rows, nodes_filter, owned, query};
 pub use gpuledger_query::ledger_inputs::{billing, stored_gpu_hours, ts_literal, usage};
 
 use crate::error::BuildError;
@@ -112,11 +113,12 @@ pub async fn events(ctx: &SessionContext, window: Span) -> Result<Vec<Event>, Bu
     Ok(events)
 }
 
-/// What the window's telemetry says of each GPU, whatever hours are rebuilt: which pods
-/// dcgm-exporter saw on it, and its UUID (the least, should it report several), so that every
-/// row of a GPU names the same UUID however its hours were built; and which GPUs have readings
-/// from `max_sample_gap` before the window on (those whose readings can count in it), so that
-/// a node no one declared is known before its telemetry is read.
+/// What the window's telemetry says of each GPU (of the `nodes` given, else of all), whatever
+/// hours are rebuilt: which pods dcgm-exporter saw on it, and its UUID (the least, should it
+/// report several), so that every row of a GPU names the same UUID however its hours were
+/// built; and which GPUs have readings from `max_sample_gap` before the window on (those whose
+/// readings can count in it), so that a node no one declared is known before its telemetry is
+/// read.
 pub struct GpuIdentities {
     pub pod_gpus: PodGpus,
     pub uuids: HashMap<(String, String, u32), String>,
@@ -127,6 +129,7 @@ pub async fn gpu_identities(
     ctx: &SessionContext,
     window: Span,
     max_sample_gap: Micros,
+    nodes: Option<&BTreeSet<NodeKey>>,
 ) -> Result<GpuIdentities, BuildError> {
     let in_window = |column: &str| {
         format!(
@@ -135,11 +138,12 @@ pub async fn gpu_identities(
         )
     };
     let sql = format!(
-        "SELECT DISTINCT cluster, node, gpu_index, {}, {}, {} FROM gpu_samples WHERE {}",
+        "SELECT DISTINCT cluster, node, gpu_index, {}, {}, {} FROM gpu_samples WHERE {} AND {}",
         in_window("gpu_uuid"),
         in_window("namespace"),
         in_window("pod"),
-        gpu_rows(Span::new(window.start - max_sample_gap, window.end))
+        gpu_rows(Span::new(window.start - max_sample_gap, window.end)),
+        nodes.map_or("true".into(), nodes_filter),
     );
     let mut identities = GpuIdentities {
         pod_gpus: PodGpus::new(),
@@ -185,12 +189,12 @@ pub async fn gpu_identities(
 }
 
 /// Whether the day's stored allocations and `allocations` (both clipped to `window`) differ only
-/// in hours that `dirty` recomputes.
+/// in GPU-hours that are recomputed (`dirty(cluster, node, hour)`).
 pub async fn allocations_unchanged_outside(
     ctx: &SessionContext,
     window: Span,
     allocations: &[Allocation],
-    dirty: &[Span],
+    dirty: impl Fn(&str, &str, Micros) -> bool,
 ) -> Result<bool, BuildError> {
     type Key = (
         String,
@@ -229,7 +233,7 @@ pub async fn allocations_unchanged_outside(
         ts_literal(window.start),
         ts_literal(window.end)
     );
-    let mut changed: Vec<Span> = Vec::new();
+    let mut changed: Vec<(String, String, Span)> = Vec::new();
     for batch in query(ctx, &sql).await? {
         let (start, end) = (
             timestamps(&batch, "start_time")?,
@@ -255,9 +259,13 @@ pub async fn allocations_unchanged_outside(
                 continue; // the table's required columns are never null
             };
             let span = Span::new(start, end);
-            let stored = (
+            let (cluster, node) = (
                 owned(&cluster, row).unwrap_or_default(),
                 owned(&node, row).unwrap_or_default(),
+            );
+            let stored = (
+                cluster.clone(),
+                node.clone(),
                 gpu as u32,
                 span.start,
                 span.end,
@@ -270,16 +278,15 @@ pub async fn allocations_unchanged_outside(
                 value(&share, row).unwrap_or(0.0).to_bits(),
             );
             if !new.remove(&stored) {
-                changed.push(span);
+                changed.push((cluster, node, span));
             }
         }
     }
-    changed.extend(new.iter().map(|k| Span::new(k.3, k.4)));
-    let covered = |t: Micros| dirty.iter().any(|d| d.contains(t));
-    Ok(changed.iter().all(|span| {
+    changed.extend(new.into_iter().map(|k| (k.0, k.1, Span::new(k.3, k.4))));
+    Ok(changed.iter().all(|(cluster, node, span)| {
         let mut hour = floor_hour(span.start);
         while hour < span.end {
-            if !covered(hour) {
+            if !dirty(cluster, node, hour) {
                 return false;
             }
             hour += MICROS_PER_HOUR;
@@ -288,7 +295,6 @@ pub async fn allocations_unchanged_outside(
     }))
 }
 
-/// Telemetry rows of identified GPUs in a span.
 /// The GPU-seconds of the stored `gpu_hours` rows of a window, whatever their class, per
 /// (day, cluster, node): what the balance prices by the rate card.
 pub async fn gpu_seconds(

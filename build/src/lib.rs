@@ -3,11 +3,12 @@
 //! as Parquet (restating the day's earlier build), so any engine reads the same numbers.
 //!
 //! Incremental: a built day remembers when it read its inputs. Input files committed after that
-//! make the hours they touch dirty — telemetry its own hours plus the time its last sample
-//! stands for; gateway requests their own hours (they weigh `usage` rules); scheduler events everything from the start of their day (a late stop ends an
-//! allocation early, a stop without its start opens a run at the day's start);
-//! billing the whole days it covers — and only those hours are recomputed. The day's journal
-//! and balance are then recomputed from the stored and the new rows.
+//! make the GPU-hours they touch dirty — telemetry its own nodes' hours plus the time its last
+//! sample stands for; gateway requests every node's hours they fall in (they weigh `usage`
+//! rules); scheduler events every node from the start of their day (a late stop ends an
+//! allocation early, a stop without its start opens a run at the day's start); billing the
+//! whole days it covers — and only those GPU-hours are recomputed. The day's journal and
+//! balance are then recomputed from the stored and the new rows.
 
 pub mod error;
 mod inputs;
@@ -23,7 +24,9 @@ use gpuledger_lake::Lake;
 use gpuledger_lake::catalog::{CommitOutcome, NewBatch};
 use gpuledger_lake::tables::Table;
 use gpuledger_lake::writer::TableWriter;
-use gpuledger_ledger::build::{LedgerInputs, Node, finish, prepare, rate_card_rates, resolve_team};
+use gpuledger_ledger::build::{
+    LedgerInputs, Node, NodeKey, finish, prepare, rate_card_rates, resolve_team,
+};
 use gpuledger_ledger::gpu_hours::{ClassifyConfig, GpuHour};
 use gpuledger_ledger::journal::{Balance, by_day};
 use gpuledger_ledger::money::Money;
@@ -34,6 +37,7 @@ use gpuledger_ledger::time::{
 pub use gpuledger_query::ledger_inputs::{Declared, declared, ts_literal};
 
 pub use error::BuildError;
+use gpuledger_query::columns::{strings, text};
 use gpuledger_query::{QueryError, new_session};
 
 /// What one `ledger build` did to one day.
@@ -42,6 +46,8 @@ pub struct DayReport {
     pub day: NaiveDate,
     /// Hours recomputed (24 for a day built for the first time).
     pub hours: usize,
+    /// How many nodes' GPU-hours were recomputed in those hours; `None`: every node's.
+    pub nodes: Option<usize>,
     pub gpu_hour_rows: usize,
     pub balance: Balance,
     pub warnings: Vec<String>,
@@ -66,11 +72,11 @@ pub async fn build_ledger(
         let window = day_span(day);
         let dirty = match built.get(&day.to_string()) {
             Some(&built_at) if built_at >= declared.changed_at => {
-                dirty_hours(lake, window, built_at, config.max_sample_gap).await?
+                dirty(lake, window, built_at, config.max_sample_gap).await?
             }
-            _ => vec![window],
+            _ => Dirty::whole(window),
         };
-        if dirty.is_empty() {
+        if dirty.hours.is_empty() {
             continue;
         }
         let mut lost = Vec::new();
@@ -219,28 +225,90 @@ pub fn day_span(day: NaiveDate) -> Span {
     Span::new(start, start + MICROS_PER_DAY)
 }
 
-/// Whole hours of `window` touched by inputs committed after `built_at`.
-async fn dirty_hours(
+/// What a build of a day recomputes: the GPU-hours of `nodes` (every node when `None`) in
+/// `hours` (whole hours, in order).
+#[derive(Debug, Clone, PartialEq)]
+struct Dirty {
+    hours: Vec<Span>,
+    nodes: Option<BTreeSet<NodeKey>>,
+}
+
+impl Dirty {
+    fn whole(window: Span) -> Self {
+        Self {
+            hours: vec![window],
+            nodes: None,
+        }
+    }
+
+    fn is_whole(&self, window: Span) -> bool {
+        self.hours == [window] && self.nodes.is_none()
+    }
+
+    fn has_node(&self, cluster: &str, node: &str) -> bool {
+        self.nodes
+            .as_ref()
+            .is_none_or(|nodes| nodes.contains(&(cluster.to_string(), node.to_string())))
+    }
+
+    fn covers(&self, cluster: &str, node: &str, hour: Micros) -> bool {
+        self.has_node(cluster, node) && self.hours.iter().any(|d| d.contains(hour))
+    }
+}
+
+/// The GPU-hours of `window` that inputs committed after `built_at` touch. Late telemetry
+/// touches its own nodes' hours (a GPU-hour reads only its own GPU's samples, and a node's
+/// allocations only its own pods); events, billing and gateway requests touch every node.
+async fn dirty(
     lake: &Lake,
     window: Span,
     built_at: Micros,
     max_sample_gap: Micros,
-) -> Result<Vec<Span>, BuildError> {
+) -> Result<Dirty, BuildError> {
     let catalog = lake.catalog();
     let mut touched: Vec<Span> = Vec::new();
+    let mut nodes = Some(BTreeSet::new());
     for file in catalog
         .files_committed_since(Table::GpuSamples, built_at)
         .await?
     {
-        touched.push(Span::new(file.min_ts, file.max_ts + max_sample_gap));
+        let span = Span::new(file.min_ts, file.max_ts + max_sample_gap);
+        if span.intersect(&window).is_empty() {
+            continue;
+        }
+        touched.push(span);
+        if nodes.is_none() {
+            continue;
+        }
+        // A file replaced since (its rows restated away, or merged by compaction) may be
+        // deleted already: which nodes its rows were of is no longer known.
+        let of_file = match file.replaced_by {
+            Some(_) => None,
+            None => file_nodes(lake, &file.path)
+                .await
+                .inspect_err(|error| {
+                    tracing::warn!(path = %file.path, %error, "late telemetry's nodes unread: every node's hours are rebuilt");
+                })
+                .ok(),
+        };
+        match (nodes.as_mut(), of_file) {
+            (Some(nodes), Some(of_file)) => nodes.extend(of_file),
+            _ => nodes = None,
+        }
     }
+    let mut everywhere = |span: Span| {
+        if !span.intersect(&window).is_empty() {
+            nodes = None;
+            touched.push(span);
+        }
+    };
     for file in catalog
         .files_committed_since(Table::SchedulerEvents, built_at)
         .await?
     {
         // A late stop ends an allocation early; a stop whose start is not in the data opens a
         // run at the start of its day: everything from that day's start on may change.
-        touched.push(Span::new(floor_day(file.min_ts), window.end));
+        everywhere(Span::new(floor_day(file.min_ts), window.end));
     }
     for file in catalog
         .files_committed_since(Table::TokenUsage, built_at)
@@ -248,14 +316,14 @@ async fn dirty_hours(
     {
         // Requests and tokens weigh `usage` rules: their hours are rebuilt, so the day's journal
         // (recomputed whenever any hour is) splits the pools by the new usage.
-        touched.push(Span::new(file.min_ts, file.max_ts + 1));
+        everywhere(Span::new(file.min_ts, file.max_ts + 1));
     }
     for file in catalog
         .files_committed_since(Table::BillingLines, built_at)
         .await?
     {
         // The manifest knows when lines start, not when they end: restate from their first day on.
-        touched.push(Span::new(floor_day(file.min_ts), window.end));
+        everywhere(Span::new(floor_day(file.min_ts), window.end));
     }
     let mut hours: BTreeSet<Micros> = BTreeSet::new();
     for span in touched
@@ -269,10 +337,34 @@ async fn dirty_hours(
             hour += MICROS_PER_HOUR;
         }
     }
-    Ok(hours
-        .into_iter()
-        .map(|h| Span::new(h, h + MICROS_PER_HOUR))
-        .collect())
+    Ok(Dirty {
+        hours: hours
+            .into_iter()
+            .map(|h| Span::new(h, h + MICROS_PER_HOUR))
+            .collect(),
+        nodes,
+    })
+}
+
+/// The nodes a telemetry file has GPU readings of, keyed as `GpuKeys` reads them.
+async fn file_nodes(lake: &Lake, path: &str) -> Result<BTreeSet<NodeKey>, BuildError> {
+    let mut nodes = BTreeSet::new();
+    for batch in lake.read_file(path, Some(&["cluster", "node"])).await? {
+        let (cluster, node) = (strings(&batch, "cluster")?, strings(&batch, "node")?);
+        // Rows come sorted by cluster and node: one key per run of them.
+        let mut last = None;
+        for row in 0..batch.num_rows() {
+            let Some(name) = text(&node, row) else {
+                continue; // not a GPU's reading
+            };
+            let key = (text(&cluster, row).unwrap_or_default(), name);
+            if last != Some(key) {
+                nodes.insert((key.0.to_string(), key.1.to_string()));
+                last = Some(key);
+            }
+        }
+    }
+    Ok(nodes)
 }
 
 async fn build_day(
@@ -280,17 +372,16 @@ async fn build_day(
     ctx: &SessionContext,
     declared: &Declared,
     window: Span,
-    dirty: &[Span],
+    dirty: &Dirty,
     config: &ClassifyConfig,
 ) -> Result<DayReport, BuildError> {
     let started_at = Utc::now().timestamp_micros();
-    let identities = inputs::gpu_identities(ctx, window, config.max_sample_gap).await?;
     let mut inputs = LedgerInputs {
         window,
         nodes: declared.nodes.clone(),
         events: inputs::events(ctx, window).await?,
         telemetry: Default::default(),
-        pod_gpus: identities.pod_gpus,
+        pod_gpus: Default::default(),
         reservations: declared.reservations.clone(),
         billing: inputs::billing(ctx, window).await?,
         manual_costs: declared.manual_costs.clone(),
@@ -300,37 +391,55 @@ async fn build_day(
         usage: inputs::usage(ctx, window).await?,
         config: *config,
     };
-    let stored = if dirty == [window] {
+    let stored = if dirty.is_whole(window) {
         Vec::new()
     } else {
         inputs::stored_gpu_hours(ctx, window).await?
     };
     let declared_nodes = inputs.nodes.len();
-    let mut dirty = dirty.to_vec();
+    let mut dirty = dirty.clone();
     let mut worker_tasks;
     let out = loop {
+        let scope = identity_scope(&dirty, &inputs, &stored);
+        let identities =
+            inputs::gpu_identities(ctx, window, config.max_sample_gap, scope.as_ref()).await?;
+        inputs.pod_gpus = identities.pod_gpus;
         // Telemetry only matters where GPU-hours are recomputed: load just the dirty span.
         let recomputed = Span::new(
-            dirty.iter().map(|s| s.start).min().unwrap_or(window.start),
-            dirty.iter().map(|s| s.end).max().unwrap_or(window.end),
+            dirty
+                .hours
+                .iter()
+                .map(|s| s.start)
+                .min()
+                .unwrap_or(window.start),
+            dirty
+                .hours
+                .iter()
+                .map(|s| s.end)
+                .max()
+                .unwrap_or(window.end),
         );
         inputs.nodes.truncate(declared_nodes);
-        let whole_day = dirty == [window];
-        let kept: Vec<_> = if whole_day {
-            Vec::new()
-        } else {
-            stored
-                .iter()
-                .filter(|r| !dirty.iter().any(|d| d.contains(r.hour)))
-                .map(|r| GpuHour {
-                    gpu_uuid: identities
-                        .uuids
-                        .get(&(r.cluster.clone(), r.node.clone(), r.gpu_index))
-                        .cloned(),
+        let whole_day = dirty.is_whole(window);
+        let kept: Vec<_> = stored
+            .iter()
+            .filter(|r| !whole_day && !dirty.covers(&r.cluster, &r.node, r.hour))
+            .map(|r| {
+                let key = (r.cluster.clone(), r.node.clone(), r.gpu_index);
+                let read = scope
+                    .as_ref()
+                    .is_none_or(|nodes| nodes.contains(&(key.0.clone(), key.1.clone())));
+                GpuHour {
+                    // A node whose telemetry was read again takes the UUID it names now.
+                    gpu_uuid: if read {
+                        identities.uuids.get(&key).cloned()
+                    } else {
+                        r.gpu_uuid.clone()
+                    },
                     ..r.clone()
-                })
-                .collect()
-        };
+                }
+            })
+            .collect();
         let kept_gpus: Vec<_> = kept
             .iter()
             .map(|r| (r.cluster.clone(), r.node.clone(), r.gpu_index))
@@ -339,12 +448,14 @@ async fn build_day(
             &mut inputs,
             identities.gpus.iter().cloned().chain(kept_gpus),
         );
-        let prepared = prepare(&inputs, &dirty);
+        let mut prepared = prepare(&inputs, &dirty.hours);
+        let mut works = std::mem::take(&mut prepared.nodes);
+        works.retain(|w| dirty.has_node(&w.node.cluster, &w.node.node));
         let gap = config.max_sample_gap;
         let run = gpuledger_query::gpu_hours_exec::gpu_hours(
             ctx,
             &prepared.plan,
-            &prepared.nodes,
+            &works,
             &identities.uuids,
             Span::new(recomputed.start - gap, recomputed.end),
             Span::new(window.start - gap, window.end),
@@ -352,15 +463,18 @@ async fn build_day(
         .await?;
         worker_tasks = run.worker_tasks;
         let out = finish(&inputs, prepared, run.rows, kept);
-        // An allocation can change outside the dirty hours (late telemetry shows which GPU a
-        // pod was on; a late start moves a run): then the kept hours are stale, and the whole
+        // An allocation can change outside the dirty GPU-hours (late telemetry shows which GPU
+        // a pod was on; a late start moves a run): then the kept hours are stale, and the whole
         // day is built again, so that an incremental build equals a build from scratch.
         if whole_day
-            || inputs::allocations_unchanged_outside(ctx, window, &out.allocations, &dirty).await?
+            || inputs::allocations_unchanged_outside(ctx, window, &out.allocations, |c, n, h| {
+                dirty.covers(c, n, h)
+            })
+            .await?
         {
             break out;
         }
-        dirty = vec![window];
+        dirty = Dirty::whole(window);
     };
 
     let batch_id = format!("ledger-{}-{}", date_of(window.start), &uuid_suffix());
@@ -418,7 +532,8 @@ async fn build_day(
     gpuledger_lake::retirement::settle_after_commit(lake).await;
     Ok(DayReport {
         day: date_of(window.start),
-        hours: (dirty.iter().map(Span::len).sum::<Micros>() / MICROS_PER_HOUR) as usize,
+        hours: (dirty.hours.iter().map(Span::len).sum::<Micros>() / MICROS_PER_HOUR) as usize,
+        nodes: dirty.nodes.as_ref().map(BTreeSet::len),
         gpu_hour_rows: out.gpu_hours.len(),
         balance: out.balance,
         warnings: out
@@ -428,6 +543,36 @@ async fn build_day(
             .collect(),
         worker_tasks,
     })
+}
+
+/// The nodes whose telemetry a build of `dirty` must read the day's identities of (`None`:
+/// every node): those it recomputes, those with a pod whose events name no GPU (its
+/// allocation takes the GPUs telemetry saw it on), and the stored nodes no one declared (their
+/// size is what telemetry shows). Every other node's telemetry is what its stored rows were
+/// built from.
+fn identity_scope(
+    dirty: &Dirty,
+    inputs: &LedgerInputs,
+    stored: &[GpuHour],
+) -> Option<BTreeSet<NodeKey>> {
+    let mut scope = dirty.nodes.clone()?;
+    scope.extend(inputs.events.iter().filter_map(|e| {
+        let node = e.node.as_ref()?;
+        (e.gpu_indices.is_empty() && e.namespace.is_some() && e.pod.is_some())
+            .then(|| (e.cluster.clone(), node.clone()))
+    }));
+    let declared: BTreeSet<(&str, &str)> = inputs
+        .nodes
+        .iter()
+        .map(|n| (n.cluster.as_str(), n.node.as_str()))
+        .collect();
+    scope.extend(
+        stored
+            .iter()
+            .filter(|r| !declared.contains(&(r.cluster.as_str(), r.node.as_str())))
+            .map(|r| (r.cluster.clone(), r.node.clone())),
+    );
+    Some(scope)
 }
 
 fn uuid_suffix() -> String {

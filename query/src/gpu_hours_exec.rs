@@ -54,7 +54,7 @@ use prost::Message;
 
 use crate::distributed::Workers;
 use crate::error::QueryError;
-use crate::ledger_inputs::{gpu_hour_rows, gpu_rows};
+use crate::ledger_inputs::{gpu_hour_rows, gpu_rows, text_literal};
 use crate::ledger_outputs::gpu_hours_batch;
 use telemetry::{SampleFold, XidFold};
 
@@ -181,8 +181,14 @@ fn node_range(works: &[NodeWork]) -> String {
         return "false".into();
     };
     let cluster = "coalesce(cluster, '')";
-    let (c0, n0) = (literal(&first.node.cluster), literal(&first.node.node));
-    let (c1, n1) = (literal(&last.node.cluster), literal(&last.node.node));
+    let (c0, n0) = (
+        text_literal(&first.node.cluster),
+        text_literal(&first.node.node),
+    );
+    let (c1, n1) = (
+        text_literal(&last.node.cluster),
+        text_literal(&last.node.node),
+    );
     if first.node.cluster == last.node.cluster {
         format!("{cluster} = {c0} AND node >= {n0} AND node <= {n1}")
     } else {
@@ -190,10 +196,6 @@ fn node_range(works: &[NodeWork]) -> String {
             "({cluster} > {c0} OR ({cluster} = {c0} AND node >= {n0})) AND ({cluster} < {c1} OR ({cluster} = {c1} AND node <= {n1}))"
         )
     }
-}
-
-fn literal(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
 }
 
 /// `sql`'s plan as it runs in this process: a group's reads run inside the task that holds

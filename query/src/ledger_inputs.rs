@@ -93,6 +93,37 @@ pub fn gpu_rows(span: Span) -> String {
     )
 }
 
+/// The `gpu_samples` rows of `nodes`, each a (cluster, node) as [`GpuKeys`] reads them (a
+/// cluster of "" is a row without one); `false` for none.
+pub fn nodes_filter(nodes: &BTreeSet<(String, String)>) -> String {
+    let mut by_cluster: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (cluster, node) in nodes {
+        by_cluster
+            .entry(cluster)
+            .or_default()
+            .push(text_literal(node));
+    }
+    if by_cluster.is_empty() {
+        return "false".into();
+    }
+    let each: Vec<String> = by_cluster
+        .into_iter()
+        .map(|(cluster, nodes)| {
+            format!(
+                "(coalesce(cluster, '') = {} AND node IN ({}))",
+                text_literal(cluster),
+                nodes.join(", ")
+            )
+        })
+        .collect();
+    format!("({})", each.join(" OR "))
+}
+
+/// `text` as a SQL string literal.
+pub fn text_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
 pub async fn query(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>, QueryError> {
     Ok(ctx.sql(sql).await?.collect().await?)
 }

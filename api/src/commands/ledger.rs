@@ -40,8 +40,13 @@ pub async fn run(lake: &Lake, args: LedgerArgs) -> Result<ExitCode, Box<dyn std:
                     0 => String::new(),
                     tasks => format!("; GPU-hours computed in {tasks} tasks on query workers"),
                 };
+                let nodes = match day.nodes {
+                    None => String::new(),
+                    Some(1) => " of 1 node".into(),
+                    Some(nodes) => format!(" of {nodes} nodes"),
+                };
                 println!(
-                    "{}: {} hours recomputed, {} GPU-hour rows; {}{place}",
+                    "{}: {} hours{nodes} recomputed, {} GPU-hour rows; {}{place}",
                     day.day, day.hours, day.gpu_hour_rows, day.balance
                 );
                 for warning in day.warnings.iter().take(WARNINGS_SHOWN) {
