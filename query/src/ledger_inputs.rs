@@ -375,3 +375,66 @@ pub fn gpu_hour_rows(batch: &RecordBatch) -> Result<Vec<GpuHour>, QueryError> {
     }
     Ok(rows)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::ArrayRef;
+
+    use super::*;
+
+    /// A node named with a quote, and rows without a cluster (keyed "" as `GpuKeys` reads them).
+    #[tokio::test]
+    async fn the_nodes_filter_keeps_exactly_the_nodes_named() {
+        let cluster: ArrayRef = Arc::new(StringArray::from(vec![
+            None,
+            None,
+            Some("a"),
+            Some("a"),
+            Some("b"),
+            Some(""),
+        ]));
+        let node: ArrayRef = Arc::new(StringArray::from(vec![
+            "o'brien", "n2", "o'brien", "n2", "n2", "n3",
+        ]));
+        let batch = RecordBatch::try_from_iter([("cluster", cluster), ("node", node)]).unwrap();
+        let ctx = SessionContext::new();
+        ctx.register_batch("gpu_samples", batch).unwrap();
+        let kept = |nodes: &[(&str, &str)]| {
+            let nodes: BTreeSet<(String, String)> = nodes
+                .iter()
+                .map(|(c, n)| (c.to_string(), n.to_string()))
+                .collect();
+            let sql = format!(
+                "SELECT coalesce(cluster, '') || '/' || node AS key FROM gpu_samples WHERE {}
+                 ORDER BY key",
+                nodes_filter(&nodes)
+            );
+            let ctx = ctx.clone();
+            async move {
+                let batches = query(&ctx, &sql).await.unwrap();
+                batches
+                    .iter()
+                    .flat_map(|b| {
+                        let keys = strings(b, "key").unwrap();
+                        (0..b.num_rows())
+                            .map(|row| keys.value(row).to_string())
+                            .collect::<Vec<_>>()
+                    })
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(kept(&[("", "o'brien")]).await, ["/o'brien"]);
+        assert_eq!(
+            kept(&[("", "n2"), ("", "n3"), ("b", "n2")]).await,
+            ["/n2", "/n3", "b/n2"]
+        );
+        assert_eq!(
+            kept(&[("a", "o'brien"), ("a", "n2")]).await,
+            ["a/n2", "a/o'brien"]
+        );
+        assert!(kept(&[]).await.is_empty());
+        assert!(kept(&[("c", "n2")]).await.is_empty());
+    }
+}
