@@ -34,10 +34,10 @@ use gpuledger_ledger::time::{
     MICROS_PER_DAY, MICROS_PER_HOUR, Micros, Span, floor_day, floor_hour,
 };
 
+use gpuledger_query::ledger_inputs::file_nodes;
 pub use gpuledger_query::ledger_inputs::{Declared, declared, ts_literal};
 
 pub use error::BuildError;
-use gpuledger_query::columns::{strings, text};
 use gpuledger_query::{QueryError, new_session};
 
 /// What one `ledger build` did to one day.
@@ -72,7 +72,7 @@ pub async fn build_ledger(
         let window = day_span(day);
         let dirty = match built.get(&day.to_string()) {
             Some(&built_at) if built_at >= declared.changed_at => {
-                dirty(lake, window, built_at, config.max_sample_gap).await?
+                dirty(lake, &ctx, window, built_at, config.max_sample_gap).await?
             }
             _ => Dirty::whole(window),
         };
@@ -261,6 +261,7 @@ impl Dirty {
 /// allocations only its own pods); events, billing and gateway requests touch every node.
 async fn dirty(
     lake: &Lake,
+    ctx: &SessionContext,
     window: Span,
     built_at: Micros,
     max_sample_gap: Micros,
@@ -284,7 +285,7 @@ async fn dirty(
         // deleted already: which nodes its rows were of is no longer known.
         let of_file = match file.replaced_by {
             Some(_) => None,
-            None => file_nodes(lake, &file.path)
+            None => file_nodes(ctx, &file.path)
                 .await
                 .inspect_err(|error| {
                     tracing::warn!(path = %file.path, %error, "late telemetry's nodes unread: every node's hours are rebuilt");
@@ -344,27 +345,6 @@ async fn dirty(
             .collect(),
         nodes,
     })
-}
-
-/// The nodes a telemetry file has GPU readings of, keyed as `GpuKeys` reads them.
-async fn file_nodes(lake: &Lake, path: &str) -> Result<BTreeSet<NodeKey>, BuildError> {
-    let mut nodes = BTreeSet::new();
-    for batch in lake.read_file(path, Some(&["cluster", "node"])).await? {
-        let (cluster, node) = (strings(&batch, "cluster")?, strings(&batch, "node")?);
-        // Rows come sorted by cluster and node: one key per run of them.
-        let mut last = None;
-        for row in 0..batch.num_rows() {
-            let Some(name) = text(&node, row) else {
-                continue; // not a GPU's reading
-            };
-            let key = (text(&cluster, row).unwrap_or_default(), name);
-            if last != Some(key) {
-                nodes.insert((key.0.to_string(), key.1.to_string()));
-                last = Some(key);
-            }
-        }
-    }
-    Ok(nodes)
 }
 
 async fn build_day(

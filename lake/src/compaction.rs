@@ -206,7 +206,7 @@ async fn merge_files(
     let schema = table.schema();
     let mut batches = Vec::new();
     for source in sources {
-        for batch in lake.read_file(&source.path, None).await? {
+        for batch in lake.read_file(&source.path).await? {
             batches.push(conform(&batch, &schema)?);
         }
     }

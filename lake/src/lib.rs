@@ -34,7 +34,6 @@ use std::sync::Arc;
 use arrow::record_batch::RecordBatch;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 pub use catalog::{BudgetAlert, Catalog, Rejection, TokenRecord};
@@ -112,25 +111,17 @@ impl Lake {
         retirement::AsideFallback::over(Arc::clone(&self.store))
     }
 
-    /// The rows of one table file, read through [`Lake::table_reader`]; only `columns`, when
-    /// given, are decoded.
-    pub async fn read_file(
-        &self,
-        path: &str,
-        columns: Option<&[&str]>,
-    ) -> Result<Vec<RecordBatch>> {
+    /// The rows of one table file, read through [`Lake::table_reader`].
+    pub async fn read_file(&self, path: &str) -> Result<Vec<RecordBatch>> {
         let bytes = self
             .table_reader()
             .get(&Path::from(path))
             .await?
             .bytes()
             .await?;
-        let mut builder =
-            ParquetRecordBatchReaderBuilder::try_new(bytes)?.with_batch_size(64 * 1024);
-        if let Some(columns) = columns {
-            let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
-            builder = builder.with_projection(mask);
-        }
-        Ok(builder.build()?.collect::<std::result::Result<_, _>>()?)
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?
+            .with_batch_size(64 * 1024)
+            .build()?;
+        Ok(reader.collect::<std::result::Result<_, _>>()?)
     }
 }

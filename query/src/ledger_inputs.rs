@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use arrow::array::{Int32Array, RecordBatch, StringArray};
-use datafusion::prelude::SessionContext;
+use datafusion::functions::expr_fn::coalesce;
+use datafusion::prelude::{ParquetReadOptions, SessionContext, col, lit};
 use gpuledger_lake::Catalog;
 use gpuledger_ledger::build::{BillingItem, ManualCost, Node, RateCardEntry, Reservation};
 use gpuledger_ledger::gpu_hours::{ClassCosts, GpuHour, Owner};
@@ -19,6 +20,7 @@ use gpuledger_ledger::time::{Micros, Span};
 
 use crate::columns::{floats, int32s, money, several, strings, text, timestamps, value};
 use crate::error::QueryError;
+use crate::session::LAKE_URL;
 
 /// What the catalog declares for the ledger (`gpuledger apply`).
 #[derive(Debug, Clone, Default)]
@@ -117,6 +119,39 @@ pub fn nodes_filter(nodes: &BTreeSet<(String, String)>) -> String {
         })
         .collect();
     format!("({})", each.join(" OR "))
+}
+
+/// The nodes one `gpu_samples` file (a path the catalog lists) has GPU readings of, keyed as
+/// [`GpuKeys`] reads them. Read through the session's lake store: only the file's `cluster` and
+/// `node` pages are fetched, however large the file.
+pub async fn file_nodes(
+    ctx: &SessionContext,
+    path: &str,
+) -> Result<BTreeSet<(String, String)>, QueryError> {
+    let url = format!("{}{path}", LAKE_URL.as_str());
+    let keys = ctx
+        .read_parquet(url, ParquetReadOptions::default())
+        .await?
+        .filter(col("node").is_not_null())?
+        .aggregate(
+            vec![
+                coalesce(vec![col("cluster"), lit("")]).alias("cluster"),
+                col("node"),
+            ],
+            vec![],
+        )?
+        .collect()
+        .await?;
+    let mut nodes = BTreeSet::new();
+    for batch in &keys {
+        let (cluster, node) = (strings(batch, "cluster")?, strings(batch, "node")?);
+        for row in 0..batch.num_rows() {
+            if let (Some(cluster), Some(node)) = (owned(&cluster, row), owned(&node, row)) {
+                nodes.insert((cluster, node));
+            }
+        }
+    }
+    Ok(nodes)
 }
 
 /// `text` as a SQL string literal.
@@ -383,6 +418,44 @@ mod tests {
     use arrow::array::ArrayRef;
 
     use super::*;
+
+    /// Each file names its own nodes, whichever others the lake has; readings without a node
+    /// (not a GPU's) name none.
+    #[tokio::test]
+    async fn a_files_nodes_are_those_it_has_readings_of() {
+        let reading = |labels: &str, hour: i64| {
+            let ms = crate::test_lake::DAY_MS + hour * 3_600_000;
+            format!("DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",{labels}}} 300 {ms}\n")
+        };
+        let (_dir, lake) = crate::test_lake::lake_with(
+            gpuledger_ingest::pipeline::Source::Dcgm,
+            "dcgm.prom",
+            [
+                reading(r#"UUID="GPU-a",Hostname="a""#, 1)
+                    + &reading(r#"UUID="GPU-b",Hostname="o'b""#, 1),
+                reading(r#"UUID="GPU-c",Hostname="c""#, 2) + &reading(r#"UUID="GPU-x""#, 2),
+            ],
+        )
+        .await;
+        let ctx = crate::new_session(&lake).unwrap();
+        let mut files = lake
+            .catalog()
+            .active_files(gpuledger_lake::tables::Table::GpuSamples, None, None)
+            .await
+            .unwrap();
+        files.sort_by_key(|f| f.min_ts);
+        // Ingest names the cluster `default` when none is given.
+        let key = |node: &str| ("default".to_string(), node.to_string());
+        assert_eq!(files.len(), 2);
+        assert_eq!(
+            file_nodes(&ctx, &files[0].path).await.unwrap(),
+            BTreeSet::from([key("a"), key("o'b")])
+        );
+        assert_eq!(
+            file_nodes(&ctx, &files[1].path).await.unwrap(),
+            BTreeSet::from([key("c")])
+        );
+    }
 
     /// A node named with a quote, and rows without a cluster (keyed "" as `GpuKeys` reads them).
     #[tokio::test]

@@ -139,7 +139,7 @@ pub(crate) async fn active(lake: &Lake) -> (usize, usize, i64) {
         .unwrap();
     let (mut rows, mut sum) = (0, 0);
     for file in &files {
-        for batch in lake.read_file(&file.path, None).await.unwrap() {
+        for batch in lake.read_file(&file.path).await.unwrap() {
             rows += batch.num_rows();
             let tokens = batch.column_by_name("input_tokens").unwrap();
             sum += tokens
