@@ -25,22 +25,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-use datafusion::common::{
-    DataFusionError, Result as DfResult, exec_err, internal_datafusion_err, internal_err,
-};
+use datafusion::common::{DataFusionError, Result as DfResult, exec_err, internal_err};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{FileGroup, FileGroupPartitioner, FileScanConfig};
 use datafusion::datasource::sink::DataSinkExec;
-use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::SessionState;
 use datafusion::execution::TaskContext;
 use datafusion::execution::context::QueryPlanner;
 use datafusion::execution::object_store::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::logical_expr::{Expr, LogicalPlan};
-use datafusion::physical_plan::filter::FilterExec;
-use datafusion::physical_plan::union::UnionExec;
-use datafusion::physical_plan::{ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 use datafusion::prelude::SessionContext;
 use datafusion_distributed::{ChannelResolver, WorkerChannel, grpc};
@@ -65,6 +60,7 @@ use crate::cancel::Cancellation;
 use crate::error::QueryError;
 use crate::gpu_hours_exec::{self, GpuHoursCodec};
 use crate::hidden_inputs::hidden_inputs;
+use crate::lake_table::{file_scan, file_scans, with_file_scans};
 use crate::scope::TeamRowsExec;
 use crate::session::{LAKE_URL, register_functions};
 
@@ -550,57 +546,6 @@ fn slices(scan: &FileScanConfig, tasks: usize) -> Vec<FileScanConfig> {
             .resize_with(width, || FileGroup::new(Vec::new()));
     }
     slices
-}
-
-/// The Parquet scans of `plan` in plan order, when it is nothing but what a lake table's scan
-/// makes without a limit: a scan, or the files a time range cuts filtered row by row beside
-/// those it holds whole, under a union.
-fn file_scans(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<FileScanConfig>> {
-    // A limit would hold in each task, not over them: such a scan stays whole.
-    if let Some(scan) = file_scan(plan) {
-        return scan.limit.is_none().then(|| vec![scan.clone()]);
-    }
-    let made_by_a_lake_table = match plan.downcast_ref::<FilterExec>() {
-        Some(filter) => filter.fetch().is_none(),
-        None => plan.downcast_ref::<UnionExec>().is_some(),
-    };
-    if !made_by_a_lake_table {
-        return None;
-    }
-    let mut scans = Vec::new();
-    for child in plan.children() {
-        scans.extend(file_scans(child)?);
-    }
-    Some(scans)
-}
-
-/// `plan` with its scans, in the order [`file_scans`] gives them, replaced by `scans`.
-fn with_file_scans(
-    plan: &Arc<dyn ExecutionPlan>,
-    scans: &mut impl Iterator<Item = FileScanConfig>,
-) -> DfResult<Arc<dyn ExecutionPlan>> {
-    if file_scan(plan).is_some() {
-        let scan = scans
-            .next()
-            .ok_or_else(|| internal_datafusion_err!("a team's scan lost a slice of its files"))?;
-        return Ok(DataSourceExec::from_data_source(scan));
-    }
-    let children = plan
-        .children()
-        .into_iter()
-        .map(|child| with_file_scans(child, scans))
-        .collect::<DfResult<Vec<_>>>()?;
-    // A task's slice shows other partitions than the whole scan: recomputed.
-    Arc::clone(plan).replace_children(
-        children,
-        ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
-    )
-}
-
-/// `plan`'s Parquet scan, when it is one.
-fn file_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<&FileScanConfig> {
-    let source = plan.downcast_ref::<DataSourceExec>()?;
-    source.data_source().downcast_ref::<FileScanConfig>()
 }
 
 /// Carries a [`TeamRowsExec`] (its team, its columns and the plan under it) to a worker.

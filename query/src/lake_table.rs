@@ -13,21 +13,24 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
-use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::common::{Result as DfResult, ScalarValue, internal_datafusion_err};
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
+use datafusion::datasource::physical_plan::{
+    FileGroup, FileScanConfig, FileScanConfigBuilder, ParquetSource,
+};
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::{
     BinaryExpr, Cast, Expr, Operator, TableProviderFilterPushDown, TryCast,
 };
 use datafusion::physical_expr::{PhysicalExpr, expressions};
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
-use datafusion::physical_plan::filter::FilterExecBuilder;
+use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use datafusion::physical_plan::union::UnionExec;
+use datafusion::physical_plan::{ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions};
 use gpuledger_lake::Catalog;
 use gpuledger_lake::catalog::FileEntry;
 use gpuledger_lake::tables::Table;
@@ -75,6 +78,9 @@ impl TableProvider for LakeTable {
             .collect())
     }
 
+    /// A Parquet scan of the files the filters' time span reaches; the files the exact filters
+    /// cut are scanned under a row filter, in a union with the scan of those wholly inside.
+    /// Query workers read these shapes back through [`file_scans`]: the two change together.
     async fn scan(
         &self,
         state: &dyn Session,
@@ -384,6 +390,58 @@ impl Micros {
         let near = |t: i64| (-Self::LIMIT..Self::LIMIT).contains(&t);
         (near(floor) && near(ceil)).then_some(Self { floor, ceil })
     }
+}
+
+/// The Parquet scans of `plan` in plan order, when it is nothing but what [`LakeTable::scan`]
+/// makes without a limit: a scan, or the files a time range cuts filtered row by row beside
+/// those it holds whole, under a union. Kept beside `scan`, which makes those shapes, for the
+/// query workers that slice a team's scan over their tasks.
+pub(crate) fn file_scans(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<FileScanConfig>> {
+    // A limit would hold in each task, not over them: such a scan stays whole.
+    if let Some(scan) = file_scan(plan) {
+        return scan.limit.is_none().then(|| vec![scan.clone()]);
+    }
+    let made_by_a_lake_table = match plan.downcast_ref::<FilterExec>() {
+        Some(filter) => filter.fetch().is_none(),
+        None => plan.downcast_ref::<UnionExec>().is_some(),
+    };
+    if !made_by_a_lake_table {
+        return None;
+    }
+    let mut scans = Vec::new();
+    for child in plan.children() {
+        scans.extend(file_scans(child)?);
+    }
+    Some(scans)
+}
+
+/// `plan` with its scans, in the order [`file_scans`] gives them, replaced by `scans`.
+pub(crate) fn with_file_scans(
+    plan: &Arc<dyn ExecutionPlan>,
+    scans: &mut impl Iterator<Item = FileScanConfig>,
+) -> DfResult<Arc<dyn ExecutionPlan>> {
+    if file_scan(plan).is_some() {
+        let scan = scans
+            .next()
+            .ok_or_else(|| internal_datafusion_err!("a team's scan lost a slice of its files"))?;
+        return Ok(DataSourceExec::from_data_source(scan));
+    }
+    let children = plan
+        .children()
+        .into_iter()
+        .map(|child| with_file_scans(child, scans))
+        .collect::<DfResult<Vec<_>>>()?;
+    // A task's slice shows other partitions than the whole scan: recomputed.
+    Arc::clone(plan).replace_children(
+        children,
+        ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+    )
+}
+
+/// `plan`'s Parquet scan, when it is one.
+pub(crate) fn file_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<&FileScanConfig> {
+    let source = plan.downcast_ref::<DataSourceExec>()?;
+    source.data_source().downcast_ref::<FileScanConfig>()
 }
 
 #[cfg(test)]
