@@ -229,7 +229,12 @@ pub fn gpu_hours(
     cuts.sort_unstable();
     cuts.dedup();
 
-    let owners: Vec<Owner> = timeline.allocations.iter().map(|a| owner_of(a)).collect();
+    // Owners and reservation reasons by number, numbered in the order of their values: a
+    // piece finds its row without building a key of strings, and the rows keep the order of
+    // (hour, owner, reason).
+    let (owners, owner_of_allocation) = numbered(timeline.allocations.iter().map(|a| owner_of(a)));
+    let (reasons, reason_of_reservation) =
+        numbered(timeline.reservations.iter().map(|(_, r)| r.clone()));
     let own_samples: Vec<&[UsageSample]> = timeline
         .allocations
         .iter()
@@ -243,6 +248,7 @@ pub fn gpu_hours(
         .collect();
     let mut rows: BTreeMap<RowKey, RowBuilder> = BTreeMap::new();
     let mut existence_cursor = 0;
+    let mut active: Vec<usize> = Vec::new();
     for piece in cuts.windows(2).map(|w| Span::new(w[0], w[1])) {
         while existence_cursor < existence.len() && existence[existence_cursor].end <= piece.start {
             existence_cursor += 1;
@@ -262,9 +268,11 @@ pub fn gpu_hours(
             .sum();
         let hour = floor_hour(piece.start);
 
-        let active: Vec<usize> = (0..timeline.allocations.len())
-            .filter(|&i| timeline.allocations[i].span.contains(piece.start))
-            .collect();
+        active.clear();
+        active.extend(
+            (0..timeline.allocations.len())
+                .filter(|&i| timeline.allocations[i].span.contains(piece.start)),
+        );
         let total_share: f64 = active.iter().map(|&i| timeline.allocations[i].share).sum();
         let scale = if total_share > 1.0 {
             1.0 / total_share
@@ -276,7 +284,11 @@ pub fn gpu_hours(
             let sm_active = reading_at(own_samples[i], piece.start, config.max_sample_gap)
                 .and_then(|s| s.sm_active)
                 .or_else(|| sample.and_then(|s| s.sm_active));
-            let builder = row(&mut rows, timeline, hour, Some(owners[i].clone()), None);
+            let builder = row(
+                &mut rows,
+                timeline,
+                (hour, Some(owner_of_allocation[i]), None),
+            );
             if let Some(v) = sm_active {
                 builder.sm_weighted += v * held;
                 builder.sm_seconds += held;
@@ -305,11 +317,12 @@ pub fn gpu_hours(
                 timeline
                     .reservations
                     .iter()
-                    .filter(|(s, _)| s.contains(piece.start))
-                    .map(|(_, r)| r.clone())
+                    .zip(&reason_of_reservation)
+                    .filter(|((s, _), _)| s.contains(piece.start))
+                    .map(|(_, &r)| r)
                     .min()
             };
-            let builder = row(&mut rows, timeline, hour, None, reason.clone());
+            let builder = row(&mut rows, timeline, (hour, None, reason));
             let (entry, costs) = (&mut builder.row, &mut builder.costs);
             let cost = free * price / 3600.0;
             let (seconds, class_cost) = match (fault, reason) {
@@ -322,43 +335,58 @@ pub fn gpu_hours(
             entry.energy_wh += power.unwrap_or(0.0) * free / 3600.0;
         }
     }
-    rows.into_values()
-        .map(|b| {
+    rows.into_iter()
+        .map(|((_, owner, reason), b)| {
             let class_costs = b.costs.rounded();
             GpuHour {
                 sm_active: (b.sm_seconds > 0.0).then(|| b.sm_weighted / b.sm_seconds),
                 cost: class_costs.total(),
                 class_costs,
+                owner: owner.map(|o| owners[o].clone()),
+                reserved_reason: reason.map(|r| reasons[r].clone()),
                 ..b.row
             }
         })
         .collect()
 }
 
-type RowKey = (Micros, Option<Owner>, Option<String>);
+/// (hour, owner, reservation reason), the owner and the reason by their numbers.
+type RowKey = (Micros, Option<usize>, Option<usize>);
 
-/// The row of an (hour, owner, reservation reason), created on first use.
+/// The row of a key, created on first use.
 fn row<'r>(
     rows: &'r mut BTreeMap<RowKey, RowBuilder>,
     timeline: &GpuTimeline<'_>,
-    hour: Micros,
-    owner: Option<Owner>,
-    reason: Option<String>,
+    key: RowKey,
 ) -> &'r mut RowBuilder {
-    rows.entry((hour, owner.clone(), reason.clone()))
-        .or_insert_with(|| RowBuilder {
-            row: GpuHour {
-                hour,
-                cluster: timeline.cluster.clone(),
-                node: timeline.node.clone(),
-                gpu_index: timeline.gpu_index,
-                gpu_uuid: timeline.gpu_uuid.clone(),
-                owner,
-                reserved_reason: reason,
-                ..GpuHour::default()
-            },
-            ..RowBuilder::default()
+    rows.entry(key).or_insert_with(|| RowBuilder {
+        row: GpuHour {
+            hour: key.0,
+            cluster: timeline.cluster.clone(),
+            node: timeline.node.clone(),
+            gpu_index: timeline.gpu_index,
+            gpu_uuid: timeline.gpu_uuid.clone(),
+            ..GpuHour::default()
+        },
+        ..RowBuilder::default()
+    })
+}
+
+/// The distinct values, sorted, and the number (position among them) of each value given.
+fn numbered<T: Ord + Clone>(values: impl Iterator<Item = T>) -> (Vec<T>, Vec<usize>) {
+    let values: Vec<T> = values.collect();
+    let mut distinct = values.clone();
+    distinct.sort();
+    distinct.dedup();
+    let numbers = values
+        .iter()
+        .map(|v| {
+            distinct
+                .binary_search(v)
+                .expect("one of the distinct values")
         })
+        .collect();
+    (distinct, numbers)
 }
 
 /// Sorted, non-overlapping union of spans.
