@@ -268,7 +268,16 @@ impl RawGpu {
     /// rows of the same time merged first, as a `GROUP BY` of series and time would.
     fn into_telemetry(mut self) -> GpuTelemetry {
         self.rows.sort_unstable_by_key(|r| (r.ts, r.series));
-        let mut telemetry = GpuTelemetry::default();
+        let mut telemetry = GpuTelemetry {
+            samples: Vec::with_capacity(self.rows.len()),
+            ..GpuTelemetry::default()
+        };
+        // Only a pod's series need their own readings kept (most GPUs have none).
+        let of_pod: Vec<bool> = self
+            .series
+            .iter()
+            .map(|(_, _, namespace, pod, _)| namespace.is_some() && pod.is_some())
+            .collect();
         let mut of_series: Vec<Vec<UsageSample>> = vec![Vec::new(); self.series.len()];
         let mut rows = self.rows.into_iter().peekable();
         while let Some(mut reading) = rows.next() {
@@ -287,7 +296,9 @@ impl RawGpu {
                 power_w: reading.power_w,
             };
             highest_at(&mut telemetry.samples, sample);
-            of_series[reading.series as usize].push(sample);
+            if of_pod[reading.series as usize] {
+                of_series[reading.series as usize].push(sample);
+            }
         }
         // A pod's readings: those of its series (several when it spans MIG instances or
         // containers), the highest per time.
