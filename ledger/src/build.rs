@@ -2,6 +2,7 @@
 //! allocations, `gpu_hours`, `cost_entries` and the balance. Pure: the query crate loads the
 //! inputs from the lake and writes the outputs back.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
@@ -355,8 +356,8 @@ pub fn node_gpu_hours<'t>(
                         .flat_map(|t| xid_faults(&t.xid, window)),
                 )
                 .collect(),
-            samples: telemetry.map(|t| t.samples.clone()).unwrap_or_default(),
-            pod_samples: telemetry.map(|t| t.pod_samples.clone()).unwrap_or_default(),
+            samples: telemetry.map_or(Cow::Owned(Vec::new()), |t| Cow::Borrowed(&t.samples)),
+            pod_samples: telemetry.map_or_else(Cow::default, |t| Cow::Borrowed(&t.pod_samples)),
             prices,
         };
         rows.extend(gpu_hours(&timeline, &plan.config, owner));

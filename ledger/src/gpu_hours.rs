@@ -12,6 +12,7 @@
 //! Because the pieces partition the GPU's existence and each is costed at its price, the cost
 //! of a GPU's rows is exactly the cost of its billed seconds: the ledger balances by construction.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -91,11 +92,12 @@ pub struct GpuTimeline<'a> {
     pub reservations: Vec<(Span, String)>,
     pub faults: Vec<Span>,
     /// The whole GPU's readings, sorted by time: one measure per time (see [`UsageSample`]).
-    pub samples: Vec<UsageSample>,
+    /// Borrowed from the GPU's telemetry where a build has it.
+    pub samples: Cow<'a, [UsageSample]>,
     /// Readings of the series dcgm-exporter labelled with a pod — a MIG instance, or a pod's share
     /// of a time-sliced GPU — by (namespace, pod), each sorted by time. An allocation's usage is
     /// its pod's reading where there is one, else the GPU's.
-    pub pod_samples: BTreeMap<(String, String), Vec<UsageSample>>,
+    pub pod_samples: Cow<'a, BTreeMap<(String, String), Vec<UsageSample>>>,
     /// Prices add where they overlap (usage, tax and credit lines of one resource).
     pub prices: Vec<PriceSegment>,
 }
