@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::golden::load_worked_example;
+use crate::golden::{build_days, load_worked_example, run_ok};
 use crate::support::{describe, ledgers};
 
 fn direct_and_idle(ledger: &crate::support::Ledger, team: &str) -> (f64, f64) {
@@ -61,20 +61,11 @@ fn check_prints_both_sides_and_late_telemetry_recomputes_two_hours() {
         // stands for two minutes, so hours 08 and 09 of n1 are recomputed, and only those: n0's
         // GPU-hours are kept as built.
         land_nlp_idle_from_eight_to_nine(&ledger);
-        let out = ledger.run(&[
-            "ledger",
-            "build",
-            "--from",
-            "2026-11-02",
-            "--to",
-            "2026-11-02",
-        ]);
-        let text = String::from_utf8_lossy(&out.stdout);
+        let built = build_days(&ledger, "2026-11-02", "2026-11-02");
         assert!(
-            text.contains("2026-11-02: 2 hours of 1 node recomputed")
-                && text.contains("accounted 118.20 (balanced)"),
-            "{}",
-            describe(&out)
+            built.contains("2026-11-02: 2 hours of 1 node recomputed")
+                && built.contains("accounted 118.20 (balanced)"),
+            "{built}"
         );
         // 1 h + 90 s of nlp's 1.60/h move from direct to allocated idle: 19.20 − 1.64 and 1.64.
         assert_eq!(direct_and_idle(&ledger, "nlp"), (17.56, 1.64));
@@ -105,27 +96,16 @@ fn late_telemetry_compacted_and_vacuumed_before_the_build_is_still_built() {
         // The late file is merged into the day's before any build sees it, and deleted: which
         // nodes it was for can no longer be read, so hours 08 and 09 of every node are rebuilt
         // (not "of 1 node"; the merged file moves no row, so it dirties nothing).
-        let out = ledger.run(&["compact", "--retain-superseded", "0s"]);
-        let text = String::from_utf8_lossy(&out.stdout);
+        let compacted = run_ok(&ledger, &["compact", "--retain-superseded", "0s"]);
         assert!(
-            text.contains("compacted 2 files into 1"),
-            "{}",
-            describe(&out)
+            compacted.contains("compacted 2 files into 1"),
+            "{compacted}"
         );
-        let out = ledger.run(&[
-            "ledger",
-            "build",
-            "--from",
-            "2026-11-02",
-            "--to",
-            "2026-11-02",
-        ]);
-        let text = String::from_utf8_lossy(&out.stdout);
+        let built = build_days(&ledger, "2026-11-02", "2026-11-02");
         assert!(
-            text.contains("2026-11-02: 2 hours recomputed,")
-                && text.contains("accounted 118.20 (balanced)"),
-            "{}",
-            describe(&out)
+            built.contains("2026-11-02: 2 hours recomputed,")
+                && built.contains("accounted 118.20 (balanced)"),
+            "{built}"
         );
         assert_eq!(direct_and_idle(&ledger, "nlp"), (17.56, 1.64));
     }

@@ -251,6 +251,11 @@ impl Dirty {
             .is_none_or(|nodes| nodes.contains(&(cluster.to_string(), node.to_string())))
     }
 
+    /// From the start of the first dirty hour to the end of the last.
+    fn reach(&self) -> Option<Span> {
+        Some(Span::new(self.hours.first()?.start, self.hours.last()?.end))
+    }
+
     fn covers(&self, cluster: &str, node: &str, hour: Micros) -> bool {
         self.has_node(cluster, node) && self.hours.iter().any(|d| d.contains(hour))
     }
@@ -385,20 +390,7 @@ async fn build_day(
             inputs::gpu_identities(ctx, window, config.max_sample_gap, scope.as_ref()).await?;
         inputs.pod_gpus = identities.pod_gpus;
         // Telemetry only matters where GPU-hours are recomputed: load just the dirty span.
-        let recomputed = Span::new(
-            dirty
-                .hours
-                .iter()
-                .map(|s| s.start)
-                .min()
-                .unwrap_or(window.start),
-            dirty
-                .hours
-                .iter()
-                .map(|s| s.end)
-                .max()
-                .unwrap_or(window.end),
-        );
+        let recomputed = dirty.reach().unwrap_or(window);
         inputs.nodes.truncate(declared_nodes);
         let whole_day = dirty.is_whole(window);
         let kept: Vec<_> = stored
