@@ -93,9 +93,10 @@ fn late_telemetry_compacted_and_vacuumed_before_the_build_is_still_built() {
     for ledger in ledgers() {
         load_worked_example(&ledger);
         land_nlp_idle_from_eight_to_nine(&ledger);
-        // The late file is merged into the day's before any build sees it, and deleted: which
-        // nodes it was for can no longer be read, so hours 08 and 09 of every node are rebuilt
-        // (not "of 1 node"; the merged file moves no row, so it dirties nothing).
+        // The late file is merged into the day's before any build sees it, and deleted: what it
+        // held (which nodes, whether XID readings) can no longer be read, so every node is
+        // rebuilt from its first hour, 08, to the day's end: 16 hours (the merged file moves no
+        // row, so it dirties nothing).
         let compacted = run_ok(&ledger, &["compact", "--retain-superseded", "0s"]);
         assert!(
             compacted.contains("compacted 2 files into 1"),
@@ -103,7 +104,7 @@ fn late_telemetry_compacted_and_vacuumed_before_the_build_is_still_built() {
         );
         let built = build_days(&ledger, "2026-11-02", "2026-11-02");
         assert!(
-            built.contains("2026-11-02: 2 hours recomputed,")
+            built.contains("2026-11-02: 16 hours recomputed,")
                 && built.contains("accounted 118.20 (balanced)"),
             "{built}"
         );

@@ -58,6 +58,9 @@ pub(crate) struct Scenario {
     /// Per node, the day's effective cost in cents.
     node_cents: Vec<u32>,
     network_cents: u32,
+    /// A GPU (node, index) that raises XID 79 (fallen off the bus) at the first scrape from this
+    /// minute on and reports nothing after it: a fault to the day's end.
+    fallen: Option<(usize, usize, i64)>,
 }
 
 fn pod() -> impl Strategy<Value = Pod> {
@@ -94,13 +97,17 @@ pub(crate) fn scenario() -> impl Strategy<Value = Scenario> {
         proptest::collection::vec(proptest::array::uniform2(hours), 2),
         proptest::collection::vec(2400u32..20000, 2),
         100u32..2000,
+        proptest::option::of((0usize..2, 0usize..2, 0i64..1440)),
     )
-        .prop_map(|(pods, activity, node_cents, network_cents)| Scenario {
-            pods,
-            activity,
-            node_cents,
-            network_cents,
-        })
+        .prop_map(
+            |(pods, activity, node_cents, network_cents, fallen)| Scenario {
+                pods,
+                activity,
+                node_cents,
+                network_cents,
+                fallen,
+            },
+        )
 }
 
 /// How the inputs are cut, repeated and ordered.
@@ -216,7 +223,17 @@ fn scrapes(s: &Scenario, from: i64, to: i64, family_grouped: bool, only: Option<
         "DCGM_FI_PROF_SM_ACTIVE",
         "DCGM_FI_DEV_GPU_UTIL",
         "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_XID_ERRORS",
     ];
+    let measures = 3;
+    // The scrape at which the fallen GPU raises its XID.
+    let falls = s.fallen.map(|(node, gpu, minute)| {
+        (
+            node,
+            gpu,
+            (minute + SCRAPE_MINUTES - 1) / SCRAPE_MINUTES * SCRAPE_MINUTES,
+        )
+    });
     let value = |family: usize, sm: f64| match family {
         0 => format!("{sm}"),
         // A stalled GPU reads 14 % utilisation while its SMs are 2 % active.
@@ -253,8 +270,20 @@ fn scrapes(s: &Scenario, from: i64, to: i64, family_grouped: bool, only: Option<
             }
             for (gpu, hours) in gpus.iter().enumerate() {
                 let sm = hours[(minute / 60) as usize];
-                for family in 0..families.len() {
+                let xid = match falls {
+                    Some((n, g, at)) if (n, g) == (node, gpu) => {
+                        if minute > at {
+                            continue; // off the bus: no more readings
+                        }
+                        Some(if minute == at { "79" } else { "0" })
+                    }
+                    _ => None,
+                };
+                for family in 0..measures {
                     samples.push((family, minute, node, gpu, value(family, sm)));
+                }
+                if let Some(xid) = xid {
+                    samples.push((measures, minute, node, gpu, xid.to_string()));
                 }
             }
         }

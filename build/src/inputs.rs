@@ -116,9 +116,9 @@ pub async fn events(ctx: &SessionContext, window: Span) -> Result<Vec<Event>, Bu
 /// What the window's telemetry says of each GPU (of the `nodes` given, else of all), whatever
 /// hours are rebuilt: which pods dcgm-exporter saw on it, and its UUID (the least, should it
 /// report several), so that every row of a GPU names the same UUID however its hours were
-/// built; and which GPUs have readings from `max_sample_gap` before the window on (those whose
-/// readings can count in it), so that a node no one declared is known before its telemetry is
-/// read.
+/// built; and which GPUs have readings less than `max_sample_gap` before the window or in it
+/// (those whose readings count in it), so that a node no one declared is known before its
+/// telemetry is read.
 pub struct GpuIdentities {
     pub pod_gpus: PodGpus,
     pub uuids: HashMap<(String, String, u32), String>,
@@ -142,7 +142,8 @@ pub async fn gpu_identities(
         in_window("gpu_uuid"),
         in_window("namespace"),
         in_window("pod"),
-        gpu_rows(Span::new(window.start - max_sample_gap, window.end)),
+        // A reading counts in the window when the time it stands for reaches into it.
+        gpu_rows(Span::new(window.start - max_sample_gap + 1, window.end)),
         nodes.map_or("true".into(), nodes_filter),
     );
     let mut identities = GpuIdentities {

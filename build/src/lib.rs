@@ -34,7 +34,7 @@ use gpuledger_ledger::time::{
     MICROS_PER_DAY, MICROS_PER_HOUR, Micros, Span, floor_day, floor_hour,
 };
 
-use gpuledger_query::ledger_inputs::file_nodes;
+use gpuledger_query::ledger_inputs::file_telemetry;
 pub use gpuledger_query::ledger_inputs::{Declared, declared, ts_literal};
 
 pub use error::BuildError;
@@ -70,6 +70,9 @@ pub async fn build_ledger(
     let mut reports = Vec::new();
     for day in days {
         let window = day_span(day);
+        // Before the catalog is asked what is new: a file committed from here on is new to the
+        // next build, whether or not this one reads it.
+        let started_at = Utc::now().timestamp_micros();
         let dirty = match built.get(&day.to_string()) {
             Some(&built_at) if built_at >= declared.changed_at => {
                 dirty(lake, &ctx, window, built_at, config.max_sample_gap).await?
@@ -81,7 +84,7 @@ pub async fn build_ledger(
         }
         let mut lost = Vec::new();
         let mut report = loop {
-            match build_day(lake, &ctx, declared, window, &dirty, &config).await {
+            match build_day(lake, &ctx, declared, window, &dirty, started_at, &config).await {
                 Err(error) if lost.len() < WORKER_LOSS_RETRIES => {
                     let Some(down) = lost_workers(&ctx, &error).await else {
                         return Err(error);
@@ -263,7 +266,8 @@ impl Dirty {
 
 /// The GPU-hours of `window` that inputs committed after `built_at` touch. Late telemetry
 /// touches its own nodes' hours (a GPU-hour reads only its own GPU's samples, and a node's
-/// allocations only its own pods); events, billing and gateway requests touch every node.
+/// allocations only its own pods), to the day's end when it has XID readings; events, billing
+/// and gateway requests touch every node.
 async fn dirty(
     lake: &Lake,
     ctx: &SessionContext,
@@ -282,23 +286,25 @@ async fn dirty(
         if span.intersect(&window).is_empty() {
             continue;
         }
-        touched.push(span);
-        if nodes.is_none() {
-            continue;
-        }
         // A file replaced since (its rows restated away, or merged by compaction) may be
-        // deleted already: which nodes its rows were of is no longer known.
-        let of_file = match file.replaced_by {
+        // deleted already: what it held is no longer known.
+        let held = match file.replaced_by {
             Some(_) => None,
-            None => file_nodes(ctx, &file.path)
+            None => file_telemetry(ctx, &file.path)
                 .await
                 .inspect_err(|error| {
-                    tracing::warn!(path = %file.path, %error, "late telemetry's nodes unread: every node's hours are rebuilt");
+                    tracing::warn!(path = %file.path, %error, "late telemetry unread: every node's hours from it on are rebuilt");
                 })
                 .ok(),
         };
-        match (nodes.as_mut(), of_file) {
-            (Some(nodes), Some(of_file)) => nodes.extend(of_file),
+        // An XID reading opens or closes a GPU's fault until the next one (or the day's end).
+        let to_the_end = held.as_ref().is_none_or(|f| f.xids);
+        touched.push(match to_the_end {
+            true => Span::new(span.start, span.end.max(window.end)),
+            false => span,
+        });
+        match (nodes.as_mut(), held) {
+            (Some(nodes), Some(held)) => nodes.extend(held.nodes),
             _ => nodes = None,
         }
     }
@@ -358,9 +364,9 @@ async fn build_day(
     declared: &Declared,
     window: Span,
     dirty: &Dirty,
+    started_at: Micros,
     config: &ClassifyConfig,
 ) -> Result<DayReport, BuildError> {
-    let started_at = Utc::now().timestamp_micros();
     let mut inputs = LedgerInputs {
         window,
         nodes: declared.nodes.clone(),

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use arrow::array::{Int32Array, RecordBatch, StringArray};
 use datafusion::functions::expr_fn::coalesce;
+use datafusion::functions_aggregate::expr_fn::count;
 use datafusion::prelude::{ParquetReadOptions, SessionContext, col, lit};
 use gpuledger_lake::Catalog;
 use gpuledger_ledger::build::{BillingItem, ManualCost, Node, RateCardEntry, Reservation};
@@ -121,13 +122,20 @@ pub fn nodes_filter(nodes: &BTreeSet<(String, String)>) -> String {
     format!("({})", each.join(" OR "))
 }
 
-/// The nodes one `gpu_samples` file (a path the catalog lists) has GPU readings of, keyed as
-/// [`GpuKeys`] reads them. Read through the session's lake store: only the file's `cluster` and
-/// `node` pages are fetched, however large the file.
-pub async fn file_nodes(
-    ctx: &SessionContext,
-    path: &str,
-) -> Result<BTreeSet<(String, String)>, QueryError> {
+/// What one `gpu_samples` file holds that decides which of the ledger's GPU-hours it can
+/// change.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FileTelemetry {
+    /// The nodes it has readings of, keyed as [`GpuKeys`] reads them.
+    pub nodes: BTreeSet<(String, String)>,
+    /// Whether it has XID readings (`xid_last`), which open or close a fault until the next.
+    pub xids: bool,
+}
+
+/// [`FileTelemetry`] of one `gpu_samples` file (a path the catalog lists), read through the
+/// session's lake store: only the file's `cluster`, `node` and `xid_last` pages are fetched,
+/// however large the file.
+pub async fn file_telemetry(ctx: &SessionContext, path: &str) -> Result<FileTelemetry, QueryError> {
     let url = format!("{}{path}", LAKE_URL.as_str());
     let keys = ctx
         .read_parquet(url, ParquetReadOptions::default())
@@ -138,20 +146,22 @@ pub async fn file_nodes(
                 coalesce(vec![col("cluster"), lit("")]).alias("cluster"),
                 col("node"),
             ],
-            vec![],
+            vec![count(col("xid_last")).alias("xids")],
         )?
         .collect()
         .await?;
-    let mut nodes = BTreeSet::new();
+    let mut file = FileTelemetry::default();
     for batch in &keys {
         let (cluster, node) = (strings(batch, "cluster")?, strings(batch, "node")?);
+        let xids = floats(batch, "xids")?;
         for row in 0..batch.num_rows() {
             if let (Some(cluster), Some(node)) = (owned(&cluster, row), owned(&node, row)) {
-                nodes.insert((cluster, node));
+                file.nodes.insert((cluster, node));
+                file.xids |= value(&xids, row).is_some_and(|n| n > 0.0);
             }
         }
     }
-    Ok(nodes)
+    Ok(file)
 }
 
 /// `text` as a SQL string literal.
@@ -420,7 +430,7 @@ mod tests {
     use super::*;
 
     /// Each file names its own nodes, whichever others the lake has; readings without a node
-    /// (not a GPU's) name none.
+    /// (not a GPU's) name none; only the file with an XID reading says it has some.
     #[tokio::test]
     async fn a_files_nodes_are_those_it_has_readings_of() {
         let reading = |labels: &str, hour: i64| {
@@ -433,7 +443,12 @@ mod tests {
             [
                 reading(r#"UUID="GPU-a",Hostname="a""#, 1)
                     + &reading(r#"UUID="GPU-b",Hostname="o'b""#, 1),
-                reading(r#"UUID="GPU-c",Hostname="c""#, 2) + &reading(r#"UUID="GPU-x""#, 2),
+                reading(r#"UUID="GPU-c",Hostname="c""#, 2)
+                    + &reading(r#"UUID="GPU-x""#, 2)
+                    + &format!(
+                        "DCGM_FI_DEV_XID_ERRORS{{gpu=\"0\",UUID=\"GPU-c\",Hostname=\"c\"}} 79 {}\n",
+                        crate::test_lake::DAY_MS + 2 * 3_600_000
+                    ),
             ],
         )
         .await;
@@ -448,12 +463,18 @@ mod tests {
         let key = |node: &str| ("default".to_string(), node.to_string());
         assert_eq!(files.len(), 2);
         assert_eq!(
-            file_nodes(&ctx, &files[0].path).await.unwrap(),
-            BTreeSet::from([key("a"), key("o'b")])
+            file_telemetry(&ctx, &files[0].path).await.unwrap(),
+            FileTelemetry {
+                nodes: BTreeSet::from([key("a"), key("o'b")]),
+                xids: false
+            }
         );
         assert_eq!(
-            file_nodes(&ctx, &files[1].path).await.unwrap(),
-            BTreeSet::from([key("c")])
+            file_telemetry(&ctx, &files[1].path).await.unwrap(),
+            FileTelemetry {
+                nodes: BTreeSet::from([key("c")]),
+                xids: true
+            }
         );
     }
 
