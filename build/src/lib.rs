@@ -259,8 +259,10 @@ impl Dirty {
         Some(Span::new(self.hours.first()?.start, self.hours.last()?.end))
     }
 
+    /// The hour is asked first: most rows a build keeps are outside the dirty hours, and the
+    /// node's lookup copies its name.
     fn covers(&self, cluster: &str, node: &str, hour: Micros) -> bool {
-        self.has_node(cluster, node) && self.hours.iter().any(|d| d.contains(hour))
+        self.hours.iter().any(|d| d.contains(hour)) && self.has_node(cluster, node)
     }
 }
 
@@ -299,9 +301,10 @@ async fn dirty(
         };
         // An XID reading opens or closes a GPU's fault until the next one (or the day's end).
         let to_the_end = held.as_ref().is_none_or(|f| f.xids);
-        touched.push(match to_the_end {
-            true => Span::new(span.start, span.end.max(window.end)),
-            false => span,
+        touched.push(if to_the_end {
+            Span::new(span.start, span.end.max(window.end))
+        } else {
+            span
         });
         match (nodes.as_mut(), held) {
             (Some(nodes), Some(held)) => nodes.extend(held.nodes),
@@ -403,14 +406,15 @@ async fn build_day(
             .iter()
             .filter(|r| !whole_day && !dirty.covers(&r.cluster, &r.node, r.hour))
             .map(|r| {
-                let key = (r.cluster.clone(), r.node.clone(), r.gpu_index);
-                let read = scope
-                    .as_ref()
-                    .is_none_or(|nodes| nodes.contains(&(key.0.clone(), key.1.clone())));
+                let node = (r.cluster.clone(), r.node.clone());
+                let read = scope.as_ref().is_none_or(|nodes| nodes.contains(&node));
                 GpuHour {
                     // A node whose telemetry was read again takes the UUID it names now.
                     gpu_uuid: if read {
-                        identities.uuids.get(&key).cloned()
+                        identities
+                            .uuids
+                            .get(&(node.0, node.1, r.gpu_index))
+                            .cloned()
                     } else {
                         r.gpu_uuid.clone()
                     },
