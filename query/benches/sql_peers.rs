@@ -9,6 +9,8 @@
 //! every UTC time through the zone's calendar, to show what `udf/date_trunc_utc.rs` saves.
 //!
 //! `cargo bench -p gpuledger-query --bench sql_peers` (needs `python3 -m pip install duckdb`).
+//! `GPULEDGER_BENCH_QUERY=<words>` runs only the shapes whose name contains them, and
+//! `GPULEDGER_BENCH_THREADS=<n>` only that thread count: one shape under `perf record`.
 
 #[path = "support/duckdb.rs"]
 mod duckdb;
@@ -21,6 +23,7 @@ use duckdb::{DuckDb, median};
 
 use datafusion::functions::datetime::date_trunc::DateTruncFunc;
 use datafusion::logical_expr::ScalarUDF;
+use gpuledger_query::udf::date_trunc_utc::DateTruncUtc;
 
 const RUNS: usize = 5;
 
@@ -42,9 +45,23 @@ fn main() {
         fleet.samples, duckdb.version
     );
     println!("| query | threads | gpuledger | DuckDB | ratio |\n|---|---|---|---|---|");
-    for threads in [2, 1] {
+    let only = std::env::var("GPULEDGER_BENCH_QUERY").unwrap_or_default();
+    let thread_counts: Vec<usize> = match std::env::var("GPULEDGER_BENCH_THREADS") {
+        Ok(n) => vec![n.parse().expect("GPULEDGER_BENCH_THREADS is a number")],
+        Err(_) => vec![2, 1],
+    };
+    for threads in thread_counts {
         let ctx = gpuledger_query::new_session(&fleet.lake).unwrap();
+        // A function registers under its name too: `date_trunc` is then DataFusion's again,
+        // until the session's own is registered back over it.
         ctx.register_udf(ScalarUDF::from(DateTruncFunc::new()).with_aliases(["df_date_trunc"]));
+        ctx.register_udf(ScalarUDF::new_from_impl(DateTruncUtc::default()));
+        let date_trunc = ctx.state().scalar_functions()["date_trunc"].clone();
+        let date_trunc: &dyn std::any::Any = date_trunc.inner().as_ref();
+        assert!(
+            date_trunc.is::<DateTruncUtc>(),
+            "the shapes measure the session's date_trunc"
+        );
         runtime.block_on(async {
             ctx.sql(&format!(
                 "SET datafusion.execution.target_partitions = {threads}"
@@ -56,7 +73,8 @@ fn main() {
         let queries = fleet::ADHOC_QUERIES[..2]
             .iter()
             .chain([&DF_DATE_TRUNC])
-            .chain(&fleet::ADHOC_QUERIES[2..]);
+            .chain(&fleet::ADHOC_QUERIES[2..])
+            .filter(|(name, _)| name.contains(only.as_str()));
         for &(name, sql) in queries {
             let (mut ours, mut theirs) = (Vec::new(), Vec::new());
             for _ in 0..RUNS {

@@ -380,4 +380,18 @@ mod tests {
             micros("2023-12-31T23:00:00Z")
         );
     }
+
+    /// Every session (a bounded one too) answers `date_trunc` and its alias with this function,
+    /// not DataFusion's; registering DataFusion's again under any alias would undo that, since
+    /// a function registers under its name as well.
+    #[test]
+    fn a_sessions_date_trunc_is_this_one() {
+        let ctx = datafusion::prelude::SessionContext::new();
+        crate::session::register_functions(&ctx, Some(1 << 30)).unwrap();
+        for name in ["date_trunc", "datetrunc"] {
+            let udf = ctx.state().scalar_functions()[name].clone();
+            let inner: &dyn std::any::Any = udf.inner().as_ref();
+            assert!(inner.is::<DateTruncUtc>(), "{name}");
+        }
+    }
 }
