@@ -15,6 +15,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use itertools::Itertools;
 use serde::{Deserialize, Serialize};
 
 use crate::allocation::Allocation;
@@ -62,13 +63,29 @@ pub fn usage_measure(
         .or(gpu_util_percent.map(|u| u / 100.0))
 }
 
-/// The reading that stands for time `t`: the latest at or before it, for at most `max_gap`.
-fn reading_at(samples: &[UsageSample], t: Micros, max_gap: Micros) -> Option<&UsageSample> {
-    let after = samples.partition_point(|s| s.ts <= t);
-    after
-        .checked_sub(1)
-        .map(|i| &samples[i])
-        .filter(|s| t < s.ts + max_gap)
+/// The readings of a time-sorted list that stand for times asked in increasing order: each
+/// answer steps forward from the last instead of searching the list again.
+struct Readings<'s> {
+    samples: &'s [UsageSample],
+    /// How many samples are at or before the last time asked.
+    passed: usize,
+}
+
+impl<'s> Readings<'s> {
+    fn new(samples: &'s [UsageSample]) -> Self {
+        Self { samples, passed: 0 }
+    }
+
+    /// The reading that stands for time `t` (no earlier than the time asked before): the latest
+    /// at or before it, for at most `max_gap`.
+    fn at(&mut self, t: Micros, max_gap: Micros) -> Option<&'s UsageSample> {
+        while self.samples.get(self.passed).is_some_and(|s| s.ts <= t) {
+            self.passed += 1;
+        }
+        self.samples[..self.passed]
+            .last()
+            .filter(|s| t < s.ts + max_gap)
+    }
 }
 
 /// A price in force over a span, per GPU-hour.
@@ -208,28 +225,38 @@ pub fn gpu_hours(
     else {
         return vec![];
     };
-    let mut cuts: Vec<Micros> = Vec::new();
+    debug_assert!(
+        timeline.samples.is_sorted_by_key(|s| s.ts),
+        "samples sorted by time"
+    );
+    let gap = config.max_sample_gap;
+    let mut bounds: Vec<Micros> = Vec::new();
     let mut add_span = |s: &Span| {
-        cuts.push(s.start);
-        cuts.push(s.end);
+        bounds.push(s.start);
+        bounds.push(s.end);
     };
     existence.iter().for_each(&mut add_span);
     timeline.allocations.iter().for_each(|a| add_span(&a.span));
     timeline.reservations.iter().for_each(|(s, _)| add_span(s));
     timeline.faults.iter().for_each(&mut add_span);
     timeline.prices.iter().for_each(|p| add_span(&p.span));
-    for sample in timeline
+    for sample in timeline.pod_samples.values().flatten() {
+        bounds.push(sample.ts);
+        bounds.push(sample.ts + gap);
+    }
+    bounds.extend(window.hours().skip(1));
+    bounds.sort_unstable();
+    // The whole GPU's sample times and the ends of the time each stands for are two sorted
+    // sequences, by far the most cuts: merged with the rest rather than sorted.
+    let cuts: Vec<Micros> = timeline
         .samples
         .iter()
-        .chain(timeline.pod_samples.values().flatten())
-    {
-        cuts.push(sample.ts);
-        cuts.push(sample.ts + config.max_sample_gap);
-    }
-    cuts.extend(window.hours().skip(1));
-    cuts.retain(|t| window.contains(*t) || *t == window.end);
-    cuts.sort_unstable();
-    cuts.dedup();
+        .map(|s| s.ts)
+        .merge(timeline.samples.iter().map(|s| s.ts + gap))
+        .merge(bounds)
+        .filter(|t| window.contains(*t) || *t == window.end)
+        .dedup()
+        .collect();
 
     // Owners and reservation reasons by number, numbered in the order of their values: a
     // piece finds its row without building a key of strings, and the rows keep the order of
@@ -237,7 +264,7 @@ pub fn gpu_hours(
     let (owners, owner_of_allocation) = numbered(timeline.allocations.iter().map(|a| owner_of(a)));
     let (reasons, reason_of_reservation) =
         numbered(timeline.reservations.iter().map(|(_, r)| r.clone()));
-    let own_samples: Vec<&[UsageSample]> = timeline
+    let mut own_readings: Vec<Readings> = timeline
         .allocations
         .iter()
         .map(|a| match (&a.namespace, &a.pod) {
@@ -247,7 +274,9 @@ pub fn gpu_hours(
                 .map_or(&[][..], Vec::as_slice),
             _ => &[],
         })
+        .map(Readings::new)
         .collect();
+    let mut readings = Readings::new(&timeline.samples);
     let mut rows: BTreeMap<RowKey, RowBuilder> = BTreeMap::new();
     let mut existence_cursor = 0;
     let mut active: Vec<usize> = Vec::new();
@@ -259,7 +288,7 @@ pub fn gpu_hours(
         {
             continue;
         }
-        let sample = reading_at(&timeline.samples, piece.start, config.max_sample_gap);
+        let sample = readings.at(piece.start, gap);
         let power = sample.and_then(|s| s.power_w);
         let seconds = piece.seconds();
         let price: f64 = timeline
@@ -283,7 +312,8 @@ pub fn gpu_hours(
         };
         for &i in &active {
             let held = seconds * timeline.allocations[i].share * scale;
-            let sm_active = reading_at(own_samples[i], piece.start, config.max_sample_gap)
+            let sm_active = own_readings[i]
+                .at(piece.start, gap)
                 .and_then(|s| s.sm_active)
                 .or_else(|| sample.and_then(|s| s.sm_active));
             let builder = row(
