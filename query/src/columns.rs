@@ -6,7 +6,7 @@
 
 use arrow::array::{
     Array, ArrayRef, AsArray, Decimal128Array, Float64Array, Int32Array, Int64Array,
-    PrimitiveArray, RecordBatch, StringArray, TimestampMicrosecondArray,
+    PrimitiveArray, RecordBatch, StringViewArray, TimestampMicrosecondArray,
 };
 use arrow::compute::cast;
 use arrow::datatypes::{
@@ -26,9 +26,11 @@ pub fn column(batch: &RecordBatch, name: &str, data_type: &DataType) -> DfResult
         .map_err(|error| DataFusionError::Execution(format!("column {name}: {error}")))
 }
 
-pub fn strings(batch: &RecordBatch, name: &str) -> DfResult<StringArray> {
-    Ok(column(batch, name, &DataType::Utf8)?
-        .as_string::<i32>()
+/// A text column as string views, the type lake tables read text as (a plain string column is
+/// turned into views without copying its strings).
+pub fn strings(batch: &RecordBatch, name: &str) -> DfResult<StringViewArray> {
+    Ok(column(batch, name, &DataType::Utf8View)?
+        .as_string_view()
         .clone())
 }
 
@@ -82,7 +84,7 @@ pub fn money(batch: &RecordBatch, name: &str) -> DfResult<Decimal128Array> {
 }
 
 /// The string at `row`; `None` when it is null.
-pub fn text(values: &StringArray, row: usize) -> Option<&str> {
+pub fn text(values: &StringViewArray, row: usize) -> Option<&str> {
     values.is_valid(row).then(|| values.value(row))
 }
 
@@ -163,7 +165,7 @@ mod tests {
         let batch = RecordBatch::try_new(
             Arc::new(schema),
             vec![
-                Arc::new(StringArray::from(vec![Some("nlp"), None])),
+                Arc::new(arrow::array::StringArray::from(vec![Some("nlp"), None])),
                 Arc::new(costs),
                 Arc::new(Int64Array::from(vec![3, 0])),
             ],

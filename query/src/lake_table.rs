@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::{Result as DfResult, ScalarValue, internal_datafusion_err};
@@ -40,6 +40,8 @@ use crate::error::to_df;
 #[derive(Debug)]
 pub struct LakeTable {
     table: Table,
+    /// [`read_schema`] of the table's.
+    schema: SchemaRef,
     catalog: Catalog,
     store_url: ObjectStoreUrl,
 }
@@ -48,16 +50,33 @@ impl LakeTable {
     pub fn new(table: Table, catalog: Catalog, store_url: ObjectStoreUrl) -> Self {
         Self {
             table,
+            schema: read_schema(&table.schema()),
             catalog,
             store_url,
         }
     }
 }
 
+/// A table's columns as queries read them: text as string views (`Utf8View`), which the
+/// Parquet reader fills by pointing into each page's decoded dictionary rather than copying
+/// every row's string, and which group and compare by their inline prefix. This is how
+/// DataFusion reads Parquet by default; the files themselves keep plain strings.
+fn read_schema(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|field| match field.data_type() {
+            DataType::Utf8 => field.as_ref().clone().with_data_type(DataType::Utf8View),
+            _ => field.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
 #[async_trait]
 impl TableProvider for LakeTable {
     fn schema(&self) -> SchemaRef {
-        self.table.schema()
+        Arc::clone(&self.schema)
     }
 
     fn table_type(&self) -> TableType {

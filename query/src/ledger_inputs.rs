@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use arrow::array::{Int32Array, RecordBatch, StringArray};
+use arrow::array::{Int32Array, RecordBatch, StringViewArray};
 use datafusion::functions::expr_fn::coalesce;
 use datafusion::functions_aggregate::expr_fn::count;
 use datafusion::prelude::{ParquetReadOptions, SessionContext, col, lit};
@@ -174,14 +174,14 @@ pub async fn query(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>, 
 }
 
 /// A string column's value at `row`, owned; `None` when null.
-pub fn owned(values: &StringArray, row: usize) -> Option<String> {
+pub fn owned(values: &StringViewArray, row: usize) -> Option<String> {
     text(values, row).map(str::to_string)
 }
 
 /// The GPU key columns of a result: `cluster` (NULL read as ""), `node`, `gpu_index`.
 pub struct GpuKeys {
-    pub cluster: StringArray,
-    pub node: StringArray,
+    pub cluster: StringViewArray,
+    pub node: StringViewArray,
     pub gpu_index: Int32Array,
 }
 
@@ -481,7 +481,7 @@ mod tests {
     /// A node named with a quote, and rows without a cluster (keyed "" as `GpuKeys` reads them).
     #[tokio::test]
     async fn the_nodes_filter_keeps_exactly_the_nodes_named() {
-        let cluster: ArrayRef = Arc::new(StringArray::from(vec![
+        let cluster: ArrayRef = Arc::new(arrow::array::StringArray::from(vec![
             None,
             None,
             Some("a"),
@@ -489,7 +489,7 @@ mod tests {
             Some("b"),
             Some(""),
         ]));
-        let node: ArrayRef = Arc::new(StringArray::from(vec![
+        let node: ArrayRef = Arc::new(arrow::array::StringArray::from(vec![
             "o'brien", "n2", "o'brien", "n2", "n2", "n3",
         ]));
         let batch = RecordBatch::try_from_iter([("cluster", cluster), ("node", node)]).unwrap();

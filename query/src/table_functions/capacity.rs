@@ -17,7 +17,7 @@ use std::sync::{Arc, LazyLock};
 
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
-    TimestampMicrosecondArray,
+    StringViewArray, TimestampMicrosecondArray,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
@@ -190,7 +190,8 @@ impl InferenceCapacityTable {
             );
             let share = floats(&batch, "share")?;
             for row in 0..batch.num_rows() {
-                let part = |values: &StringArray| text(values, row).unwrap_or_default().to_string();
+                let part =
+                    |values: &StringViewArray| text(values, row).unwrap_or_default().to_string();
                 replicas.push(ReplicaAllocation {
                     replica: format!("{}/{}/{}", part(&namespace), part(&workload), part(&pod)),
                     span: Span::new(start.value(row), end.value(row)),
