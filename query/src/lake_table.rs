@@ -749,6 +749,42 @@ mod tests {
         assert!(exact >= 20, "{exact} of {} filters exact", filters.len());
     }
 
+    /// Every lake table reads its text columns as string views and keeps every other type, and
+    /// a scan hands them back as views with the files' values (plain strings on disk).
+    #[tokio::test]
+    async fn text_reads_as_string_views() {
+        for table in Table::ALL {
+            let file = table.schema();
+            let read = read_schema(&file);
+            assert_eq!(file.fields().len(), read.fields().len());
+            for (file, read) in file.fields().iter().zip(read.fields()) {
+                let expected = match file.data_type() {
+                    DataType::Utf8 => DataType::Utf8View,
+                    other => other.clone(),
+                };
+                assert_eq!(read.data_type(), &expected, "{table}.{}", file.name());
+                assert_eq!(
+                    (file.name(), file.is_nullable()),
+                    (read.name(), read.is_nullable())
+                );
+            }
+        }
+        let (_dir, lake) = power_sample_files(&["n1", "n2"], &[&[0]]).await;
+        let ctx = new_session(&lake).unwrap();
+        let batches = ctx
+            .sql("SELECT node FROM gpu_samples ORDER BY node")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let nodes: Vec<Option<&str>> = batches
+            .iter()
+            .flat_map(|b| b.column(0).as_string_view().iter())
+            .collect();
+        assert_eq!(nodes, [Some("n1"), Some("n2")]);
+    }
+
     /// Samples at 00:00 and 12:00 of 2026-11-02, each in a file of its own, and one at 00:00 the
     /// next day: however a query names the day, it reads both of that day's files.
     #[tokio::test]
