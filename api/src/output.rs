@@ -2,8 +2,10 @@
 //! for `POST /v1/sql`.
 
 use std::io::Write;
+use std::sync::Arc;
 
-use arrow::datatypes::SchemaRef;
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
 use crate::cli::OutputFormat;
@@ -55,21 +57,67 @@ pub fn write_batches<W: Write + Send>(
             writeln!(out)?;
         }
         OutputFormat::Arrow => {
-            let mut writer = arrow::ipc::writer::StreamWriter::try_new(&mut *out, schema)?;
-            for batch in batches {
+            let (schema, batches) = plain_strings(schema, batches)?;
+            let mut writer = arrow::ipc::writer::StreamWriter::try_new(&mut *out, &schema)?;
+            for batch in &batches {
                 writer.write(batch)?;
             }
             writer.finish()?;
         }
         OutputFormat::Parquet => {
-            let mut writer = parquet::arrow::ArrowWriter::try_new(&mut *out, schema.clone(), None)?;
-            for batch in batches {
+            let (schema, batches) = plain_strings(schema, batches)?;
+            let mut writer = parquet::arrow::ArrowWriter::try_new(&mut *out, schema, None)?;
+            for batch in &batches {
                 writer.write(batch)?;
             }
             writer.close()?;
         }
     }
     Ok(())
+}
+
+/// Results with their text as plain strings (`Utf8`): lake tables are read as string views,
+/// which Arrow readers older than the views (format 1.4) cannot decode, and which would embed
+/// view types in a Parquet file's Arrow schema. What a client receives keeps the types it
+/// always had, whatever the engine reads internally.
+fn plain_strings(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+) -> Result<(SchemaRef, Vec<RecordBatch>), arrow::error::ArrowError> {
+    let plain = |data_type: &DataType| match data_type {
+        DataType::Utf8View => Some(DataType::Utf8),
+        DataType::BinaryView => Some(DataType::Binary),
+        _ => None,
+    };
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| plain(f.data_type()).is_some())
+    {
+        return Ok((schema.clone(), batches.to_vec()));
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match plain(f.data_type()) {
+            Some(data_type) => f.as_ref().clone().with_data_type(data_type),
+            None => f.as_ref().clone(),
+        })
+        .collect();
+    let plain_schema = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+    let batches = batches
+        .iter()
+        .map(|batch| {
+            let columns = batch
+                .columns()
+                .iter()
+                .zip(plain_schema.fields())
+                .map(|(column, field)| cast(column, field.data_type()))
+                .collect::<Result<Vec<_>, _>>()?;
+            RecordBatch::try_new(plain_schema.clone(), columns)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((plain_schema, batches))
 }
 
 /// The FOCUS export (`gpuledger export focus`, `GET /v1/export/focus`): CSV with FOCUS's date
@@ -96,4 +144,66 @@ pub fn write_focus<W: Write + Send>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{AsArray, Int64Array, StringViewArray};
+
+    use super::*;
+
+    /// A result read from the lake (text as views) reaches Arrow and Parquet clients as plain
+    /// strings, values and nulls intact; other columns keep their types.
+    #[test]
+    fn arrow_and_parquet_results_carry_plain_strings() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("node", DataType::Utf8View, true),
+            Field::new("gpus", DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringViewArray::from(vec![
+                    Some("dgx-001"),
+                    None,
+                    Some("a node name longer than twelve bytes"),
+                ])),
+                Arc::new(Int64Array::from(vec![8, 0, 1])),
+            ],
+        )
+        .unwrap();
+        let expected = [
+            Some("dgx-001"),
+            None,
+            Some("a node name longer than twelve bytes"),
+        ];
+        let mut arrow_body = Vec::new();
+        write_batches(
+            &mut arrow_body,
+            &schema,
+            std::slice::from_ref(&batch),
+            OutputFormat::Arrow,
+        )
+        .unwrap();
+        let reader =
+            arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(arrow_body), None)
+                .unwrap();
+        assert_eq!(reader.schema().field(0).data_type(), &DataType::Utf8);
+        assert_eq!(reader.schema().field(1).data_type(), &DataType::Int64);
+        let read: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
+        let nodes: Vec<Option<&str>> = read[0].column(0).as_string::<i32>().iter().collect();
+        assert_eq!(nodes, expected);
+
+        let mut parquet_body = Vec::new();
+        write_batches(&mut parquet_body, &schema, &[batch], OutputFormat::Parquet).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(
+            bytes::Bytes::from(parquet_body),
+            1024,
+        )
+        .unwrap();
+        let read: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
+        assert_eq!(read[0].schema().field(0).data_type(), &DataType::Utf8);
+        let nodes: Vec<Option<&str>> = read[0].column(0).as_string::<i32>().iter().collect();
+        assert_eq!(nodes, expected);
+    }
 }
