@@ -2,11 +2,11 @@
 //! for `POST /v1/sql`.
 
 use std::io::Write;
-use std::sync::Arc;
 
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
+use gpuledger_query::columns::retyped;
 
 use crate::cli::OutputFormat;
 
@@ -84,40 +84,25 @@ fn plain_strings(
     schema: &SchemaRef,
     batches: &[RecordBatch],
 ) -> Result<(SchemaRef, Vec<RecordBatch>), arrow::error::ArrowError> {
-    let plain = |data_type: &DataType| match data_type {
+    let plain = retyped(schema, |data_type| match data_type {
         DataType::Utf8View => Some(DataType::Utf8),
         DataType::BinaryView => Some(DataType::Binary),
         _ => None,
-    };
-    if !schema
-        .fields()
-        .iter()
-        .any(|f| plain(f.data_type()).is_some())
-    {
-        return Ok((schema.clone(), batches.to_vec()));
-    }
-    let fields: Vec<Field> = schema
-        .fields()
-        .iter()
-        .map(|f| match plain(f.data_type()) {
-            Some(data_type) => f.as_ref().clone().with_data_type(data_type),
-            None => f.as_ref().clone(),
-        })
-        .collect();
-    let plain_schema = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+    });
+    // A column already of its type is cast without a copy.
     let batches = batches
         .iter()
         .map(|batch| {
             let columns = batch
                 .columns()
                 .iter()
-                .zip(plain_schema.fields())
+                .zip(plain.fields())
                 .map(|(column, field)| cast(column, field.data_type()))
                 .collect::<Result<Vec<_>, _>>()?;
-            RecordBatch::try_new(plain_schema.clone(), columns)
+            RecordBatch::try_new(plain.clone(), columns)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok((plain_schema, batches))
+    Ok((plain, batches))
 }
 
 /// The FOCUS export (`gpuledger export focus`, `GET /v1/export/focus`): CSV with FOCUS's date
@@ -148,7 +133,10 @@ pub fn write_focus<W: Write + Send>(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use arrow::array::{AsArray, Int64Array, StringViewArray};
+    use arrow::datatypes::{Field, Schema};
 
     use super::*;
 

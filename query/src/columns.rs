@@ -4,14 +4,16 @@
 //! read as that type, is an error naming it, never a panic. Small result sets (the weekly
 //! report's sections) may instead be read whole as typed records, with [`records`].
 
+use std::sync::Arc;
+
 use arrow::array::{
     Array, ArrayRef, AsArray, Decimal128Array, Float64Array, Int32Array, Int64Array,
     PrimitiveArray, RecordBatch, StringViewArray, TimestampMicrosecondArray,
 };
 use arrow::compute::cast;
 use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Decimal128Type, Float64Type, Int32Type, Int64Type,
-    TimestampMicrosecondType,
+    ArrowPrimitiveType, DataType, Decimal128Type, Field, Float64Type, Int32Type, Int64Type, Schema,
+    SchemaRef, TimestampMicrosecondType,
 };
 use datafusion::common::{DataFusionError, Result as DfResult};
 use gpuledger_lake::tables::{MONEY_PRECISION, MONEY_SCALE, timestamp};
@@ -24,6 +26,20 @@ pub fn column(batch: &RecordBatch, name: &str, data_type: &DataType) -> DfResult
         .ok_or_else(|| DataFusionError::Execution(format!("the query returns no column {name}")))?;
     cast(array, data_type)
         .map_err(|error| DataFusionError::Execution(format!("column {name}: {error}")))
+}
+
+/// `schema` with the type of each field that `retype` maps replaced (names, nullability and
+/// metadata kept): how lake tables read text as views, and how results go out as plain text.
+pub fn retyped(schema: &SchemaRef, retype: impl Fn(&DataType) -> Option<DataType>) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|field| match retype(field.data_type()) {
+            Some(data_type) => field.as_ref().clone().with_data_type(data_type),
+            None => field.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 /// A text column as string views, the type lake tables read text as (a plain string column is

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::{Result as DfResult, ScalarValue, internal_datafusion_err};
@@ -62,15 +62,9 @@ impl LakeTable {
 /// every row's string, and which group and compare by their inline prefix. This is how
 /// DataFusion reads Parquet by default; the files themselves keep plain strings.
 fn read_schema(schema: &SchemaRef) -> SchemaRef {
-    let fields: Vec<Field> = schema
-        .fields()
-        .iter()
-        .map(|field| match field.data_type() {
-            DataType::Utf8 => field.as_ref().clone().with_data_type(DataType::Utf8View),
-            _ => field.as_ref().clone(),
-        })
-        .collect();
-    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+    crate::columns::retyped(schema, |data_type| {
+        (data_type == &DataType::Utf8).then_some(DataType::Utf8View)
+    })
 }
 
 #[async_trait]
