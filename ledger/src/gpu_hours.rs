@@ -229,6 +229,13 @@ pub fn gpu_hours(
         timeline.samples.is_sorted_by_key(|s| s.ts),
         "samples sorted by time"
     );
+    debug_assert!(
+        timeline
+            .pod_samples
+            .values()
+            .all(|series| series.is_sorted_by_key(|s| s.ts)),
+        "each pod's samples sorted by time"
+    );
     let gap = config.max_sample_gap;
     let mut bounds: Vec<Micros> = Vec::new();
     let mut add_span = |s: &Span| {
@@ -240,23 +247,21 @@ pub fn gpu_hours(
     timeline.reservations.iter().for_each(|(s, _)| add_span(s));
     timeline.faults.iter().for_each(&mut add_span);
     timeline.prices.iter().for_each(|p| add_span(&p.span));
-    for sample in timeline.pod_samples.values().flatten() {
-        bounds.push(sample.ts);
-        bounds.push(sample.ts + gap);
-    }
     bounds.extend(window.hours().skip(1));
     bounds.sort_unstable();
-    // The whole GPU's sample times and the ends of the time each stands for are two sorted
-    // sequences, by far the most cuts: merged with the rest rather than sorted.
-    let cuts: Vec<Micros> = timeline
-        .samples
-        .iter()
-        .map(|s| s.ts)
-        .merge(timeline.samples.iter().map(|s| s.ts + gap))
+    // Sample times are by far the most cuts, each series a sorted sequence: merged with the
+    // rest rather than sorted.
+    let cuts = reading_cuts(&timeline.samples, gap)
+        .merge(
+            timeline
+                .pod_samples
+                .values()
+                .map(|series| reading_cuts(series, gap))
+                .kmerge(),
+        )
         .merge(bounds)
         .filter(|t| window.contains(*t) || *t == window.end)
-        .dedup()
-        .collect();
+        .dedup();
 
     // Owners and reservation reasons by number, numbered in the order of their values: a
     // piece finds its row without building a key of strings, and the rows keep the order of
@@ -277,10 +282,13 @@ pub fn gpu_hours(
         .map(Readings::new)
         .collect();
     let mut readings = Readings::new(&timeline.samples);
-    let mut rows: BTreeMap<RowKey, RowBuilder> = BTreeMap::new();
+    let mut rows = Rows::new(timeline);
     let mut existence_cursor = 0;
     let mut active: Vec<usize> = Vec::new();
-    for piece in cuts.windows(2).map(|w| Span::new(w[0], w[1])) {
+    for piece in cuts
+        .tuple_windows()
+        .map(|(start, end)| Span::new(start, end))
+    {
         while existence_cursor < existence.len() && existence[existence_cursor].end <= piece.start {
             existence_cursor += 1;
         }
@@ -316,11 +324,7 @@ pub fn gpu_hours(
                 .at(piece.start, gap)
                 .and_then(|s| s.sm_active)
                 .or_else(|| sample.and_then(|s| s.sm_active));
-            let builder = row(
-                &mut rows,
-                timeline,
-                (hour, Some(owner_of_allocation[i]), None),
-            );
+            let builder = rows.get((hour, Some(owner_of_allocation[i]), None));
             if let Some(v) = sm_active {
                 builder.sm_weighted += v * held;
                 builder.sm_seconds += held;
@@ -354,7 +358,7 @@ pub fn gpu_hours(
                     .map(|(_, &r)| r)
                     .min()
             };
-            let builder = row(&mut rows, timeline, (hour, None, reason));
+            let builder = rows.get((hour, None, reason));
             let (entry, costs) = (&mut builder.row, &mut builder.costs);
             let cost = free * price / 3600.0;
             let (seconds, class_cost) = match (fault, reason) {
@@ -367,7 +371,7 @@ pub fn gpu_hours(
             entry.energy_wh += power.unwrap_or(0.0) * free / 3600.0;
         }
     }
-    rows.into_iter()
+    rows.into_sorted()
         .map(|((_, owner, reason), b)| {
             let class_costs = b.costs.rounded();
             GpuHour {
@@ -382,26 +386,80 @@ pub fn gpu_hours(
         .collect()
 }
 
+/// Where a series' readings change what stands for the time, in order: at each reading, and
+/// `gap` after one that no later reading takes over from by then (on either side of any other
+/// such time the same later reading stands).
+fn reading_cuts(samples: &[UsageSample], gap: Micros) -> impl Iterator<Item = Micros> + '_ {
+    let stale = samples.iter().enumerate().filter_map(move |(i, s)| {
+        let end = s.ts + gap;
+        samples
+            .get(i + 1)
+            .is_none_or(|next| next.ts > end)
+            .then_some(end)
+    });
+    samples.iter().map(|s| s.ts).merge(stale)
+}
+
 /// (hour, owner, reservation reason), the owner and the reason by their numbers.
 type RowKey = (Micros, Option<usize>, Option<usize>);
 
-/// The row of a key, created on first use.
-fn row<'r>(
-    rows: &'r mut BTreeMap<RowKey, RowBuilder>,
-    timeline: &GpuTimeline<'_>,
-    key: RowKey,
-) -> &'r mut RowBuilder {
-    rows.entry(key).or_insert_with(|| RowBuilder {
-        row: GpuHour {
-            hour: key.0,
-            cluster: timeline.cluster.clone(),
-            node: timeline.node.clone(),
-            gpu_index: timeline.gpu_index,
-            gpu_uuid: timeline.gpu_uuid.clone(),
-            ..GpuHour::default()
-        },
-        ..RowBuilder::default()
-    })
+/// A GPU's rows being filled, each created on first use. Consecutive pieces mostly fill the
+/// row the piece before filled (the same hour and owner): that one is found without a search.
+struct Rows<'t, 'a> {
+    timeline: &'t GpuTimeline<'a>,
+    builders: Vec<RowBuilder>,
+    index: BTreeMap<RowKey, usize>,
+    /// The last few keys asked and their rows: a piece asks one per owner it charges.
+    recent: Vec<(RowKey, usize)>,
+}
+
+impl<'t, 'a> Rows<'t, 'a> {
+    const RECENT: usize = 4;
+
+    fn new(timeline: &'t GpuTimeline<'a>) -> Self {
+        Self {
+            timeline,
+            builders: Vec::new(),
+            index: BTreeMap::new(),
+            recent: Vec::with_capacity(Self::RECENT),
+        }
+    }
+
+    fn get(&mut self, key: RowKey) -> &mut RowBuilder {
+        let at = match self.recent.iter().find(|(k, _)| *k == key) {
+            Some(&(_, at)) => at,
+            None => {
+                let (builders, timeline) = (&mut self.builders, self.timeline);
+                let at = *self.index.entry(key).or_insert_with(|| {
+                    builders.push(RowBuilder {
+                        row: GpuHour {
+                            hour: key.0,
+                            cluster: timeline.cluster.clone(),
+                            node: timeline.node.clone(),
+                            gpu_index: timeline.gpu_index,
+                            gpu_uuid: timeline.gpu_uuid.clone(),
+                            ..GpuHour::default()
+                        },
+                        ..RowBuilder::default()
+                    });
+                    builders.len() - 1
+                });
+                if self.recent.len() == Self::RECENT {
+                    self.recent.remove(0);
+                }
+                self.recent.push((key, at));
+                at
+            }
+        };
+        &mut self.builders[at]
+    }
+
+    /// The rows in the order of their keys.
+    fn into_sorted(mut self) -> impl Iterator<Item = (RowKey, RowBuilder)> {
+        self.index
+            .into_iter()
+            .map(move |(key, at)| (key, std::mem::take(&mut self.builders[at])))
+    }
 }
 
 /// The distinct values, sorted, and the number (position among them) of each value given.
@@ -437,7 +495,8 @@ pub(crate) fn union(spans: &[Span]) -> Vec<Span> {
 
 /// Hours spanned by observation: a GPU seen in an hour counts that whole hour.
 pub fn observed_hours(times: impl IntoIterator<Item = Micros>) -> Vec<Span> {
-    let mut hours: Vec<Micros> = times.into_iter().map(floor_hour).collect();
+    // Times mostly come sorted: runs of one hour are one value before the sort.
+    let mut hours: Vec<Micros> = times.into_iter().map(floor_hour).dedup().collect();
     hours.sort_unstable();
     hours.dedup();
     hours

@@ -230,3 +230,57 @@ fn observed_hours_are_whole_hours() {
         [Span::new(0, HOUR), Span::new(HOUR, 2 * HOUR)]
     );
 }
+
+#[test]
+fn a_reading_ends_its_time_only_where_no_later_one_takes_over() {
+    let at = |seconds: &[i64]| -> Vec<UsageSample> {
+        seconds
+            .iter()
+            .map(|&t| UsageSample {
+                ts: t * S,
+                sm_active: Some(0.5),
+                power_w: None,
+            })
+            .collect()
+    };
+    let cuts = |seconds: &[i64]| -> Vec<i64> {
+        reading_cuts(&at(seconds), 120 * S).map(|t| t / S).collect()
+    };
+    // 0 and 30 are taken over by the next reading; 30 by 60 only at 60 ≤ 150; 60's reading
+    // stands to 180, before 400 comes; 400's to 520, the last.
+    assert_eq!(cuts(&[0, 30, 60, 400]), [0, 30, 60, 180, 400, 520]);
+    // A next reading exactly when the last one's time ends takes over without a cut of its own.
+    assert_eq!(cuts(&[0, 120]), [0, 120, 240]);
+    assert_eq!(cuts(&[]), Vec::<i64>::new());
+}
+
+#[test]
+fn a_pods_readings_stand_for_the_gap_then_the_gpus_do() {
+    // The GPU reads busy every 30 s; the pod's own series reads idle at 0 s, 60 s and 600 s
+    // only. Its reading of 60 s stands to 180 s, the one of 600 s to 720 s; between and after,
+    // the GPU's reading does: idle 180 + 120 = 300 s, busy 420 + 2,880 = 3,300 s.
+    let allocations = [allocation("a", 0, 3600, 1.0)];
+    let mut t = timeline(&allocations, 3.6);
+    t.samples = samples(0, 3600, 0.9, 100.0).collect();
+    let idle = |s: i64| UsageSample {
+        ts: s * S,
+        sm_active: Some(0.0),
+        power_w: Some(50.0),
+    };
+    let pod = ("ns".to_string(), allocations[0].pod.clone().unwrap());
+    t.pod_samples = Cow::Owned(BTreeMap::from([(pod, vec![idle(0), idle(60), idle(600)])]));
+    let rows = gpu_hours(&t, &ClassifyConfig::default(), owner);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0].allocated_idle_seconds, rows[0].busy_seconds),
+        (300.0, 3300.0)
+    );
+    // sm_active time-weighted: 0.9 × 3,300 / 3,600; energy from the GPU's power, 100 W for the hour.
+    assert!(close(rows[0].sm_active.unwrap(), 0.825));
+    assert!(close(rows[0].energy_wh, 100.0));
+    // $3.60 an hour is $0.001 a second: idle $0.30, busy $3.30.
+    assert_eq!(
+        (rows[0].class_costs.allocated_idle, rows[0].class_costs.busy),
+        (Money::from_f64(0.3), Money::from_f64(3.3))
+    );
+}
