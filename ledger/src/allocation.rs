@@ -113,11 +113,11 @@ impl Event {
 
 /// The events in their canonical order, each fact once: a scheduler event delivered twice (a
 /// re-export, a second collector, a retried push) is the same event, not a second one.
-pub fn canonical_events(events: &[Event]) -> Vec<Event> {
+pub fn canonical_events(events: &[Event]) -> Vec<&Event> {
     let mut sorted: Vec<&Event> = events.iter().collect();
     sorted.sort_by(|a, b| a.canonical_key().cmp(&b.canonical_key()));
     sorted.dedup_by(|a, b| a.canonical_key() == b.canonical_key());
-    sorted.into_iter().cloned().collect()
+    sorted
 }
 
 /// Why an allocation ended.
@@ -222,12 +222,12 @@ pub type PodGpus = HashMap<(String, String, String, String), Vec<u32>>;
 
 /// (cluster, namespace, workload, pod, node when there is no pod): a Slurm job spanning several
 /// nodes has one run per node.
-type RunKey = (
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
+type RunKey<'a> = (
+    &'a str,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
 );
 
 /// An interval before it is split per GPU.
@@ -369,8 +369,8 @@ fn describe(event: &Event) -> String {
 
 /// Pairs start and stop events per run key. A workload seen both as pods (Kubernetes) and as a
 /// whole (Kueue) is counted from its pods only: the same GPUs must not be allocated twice.
-fn pair_runs<'a>(events: &'a [Event], window: Span, warnings: &mut Vec<Warning>) -> Vec<Run<'a>> {
-    let lifecycle = |e: &&Event| {
+fn pair_runs<'a>(events: &[&'a Event], window: Span, warnings: &mut Vec<Warning>) -> Vec<Run<'a>> {
+    let lifecycle = |e: &&&Event| {
         matches!(
             e.kind,
             Some(EventKind::Start | EventKind::Stop | EventKind::Preempted | EventKind::Evicted)
@@ -389,7 +389,7 @@ fn pair_runs<'a>(events: &'a [Event], window: Span, warnings: &mut Vec<Warning>)
         })
         .collect();
     let mut by_key: BTreeMap<RunKey, Vec<&Event>> = BTreeMap::new();
-    for event in events.iter().filter(lifecycle) {
+    for &event in events.iter().filter(lifecycle) {
         if event.pod.is_none()
             && with_pods.contains(&(
                 event.cluster.as_str(),
@@ -400,15 +400,15 @@ fn pair_runs<'a>(events: &'a [Event], window: Span, warnings: &mut Vec<Warning>)
             continue;
         }
         let node = if event.pod.is_none() {
-            event.node.clone()
+            event.node.as_deref()
         } else {
             None
         };
         let key = (
-            event.cluster.clone(),
-            event.namespace.clone(),
-            event.workload.clone(),
-            event.pod.clone(),
+            event.cluster.as_str(),
+            event.namespace.as_deref(),
+            event.workload.as_deref(),
+            event.pod.as_deref(),
             node,
         );
         by_key.entry(key).or_default().push(event);
