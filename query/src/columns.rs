@@ -104,6 +104,17 @@ pub fn text(values: &StringViewArray, row: usize) -> Option<&str> {
     values.is_valid(row).then(|| values.value(row))
 }
 
+/// Whether `row` holds what the row before it holds, told from the views alone: equal views are
+/// equal strings (both null, the same inline bytes, or the same bytes of the same buffer). A
+/// `false` says nothing: equal strings may sit in two places.
+pub fn same_as_before(values: &StringViewArray, row: usize) -> bool {
+    row > 0
+        && match (values.is_valid(row), values.is_valid(row - 1)) {
+            (true, true) => values.views()[row] == values.views()[row - 1],
+            (valid, valid_before) => valid == valid_before,
+        }
+}
+
 /// The value at `row`; `None` when it is null.
 pub fn value<T: ArrowPrimitiveType>(values: &PrimitiveArray<T>, row: usize) -> Option<T::Native> {
     values.is_valid(row).then(|| values.value(row))
@@ -132,6 +143,39 @@ mod tests {
     use arrow::datatypes::{Field, Schema};
 
     use super::*;
+
+    #[test]
+    fn a_row_repeats_the_one_before_only_when_its_view_does() {
+        let long = "a-string-longer-than-twelve-bytes";
+        let values = StringViewArray::from(vec![
+            Some("gpu-0"),
+            Some("gpu-0"),
+            Some("gpu-1"),
+            None,
+            None,
+            Some(long),
+            Some(long),
+        ]);
+        let repeats: Vec<bool> = (0..values.len())
+            .map(|row| same_as_before(&values, row))
+            .collect();
+        assert_eq!(repeats, [false, true, false, false, true, false, false]);
+        // The long string was copied twice into the buffer, so its views differ (they point at
+        // two places): not told equal, and the caller compares the strings.
+        assert_eq!(values.value(5), values.value(6));
+        // Two views of one long string in one place, as Parquet decodes a dictionary page.
+        let mut builder = arrow::array::StringViewBuilder::new();
+        builder.append_value(long);
+        let shared = builder.finish();
+        let views = shared.views().clone();
+        let twice = StringViewArray::try_new(
+            views.iter().chain(views.iter()).copied().collect(),
+            shared.data_buffers().to_vec(),
+            None,
+        )
+        .unwrap();
+        assert!(same_as_before(&twice, 1), "one long string in one place");
+    }
 
     #[test]
     fn columns_are_read_by_name_as_the_type_asked_and_a_missing_one_is_an_error() {

@@ -7,9 +7,10 @@ use datafusion::common::{DataFusionError, Result as DfResult};
 use gpuledger_ledger::build::GpuTelemetry;
 use gpuledger_ledger::gpu_hours::{UsageSample, usage_measure};
 use gpuledger_ledger::time::Micros;
+use itertools::Itertools;
 
 use super::GpuKey;
-use crate::columns::{floats, int32s, several, strings, text, timestamps, value};
+use crate::columns::{floats, int32s, same_as_before, several, strings, text, timestamps, value};
 use crate::ledger_inputs::GpuKeys;
 
 /// The columns [`SampleFold`] reads. The rows come as they lie in the files (sorted by series
@@ -57,12 +58,44 @@ impl SampleFold {
             floats,
             ["sm_active", "gr_engine_active", "gpu_util", "power_w"],
         )?;
-        // Rows of one GPU and series come in runs: the key is looked up once per run.
+        // Rows of one GPU and series come in runs: the GPU and the series are looked up once
+        // per run, a row that repeats the labels of the row before (equal views) takes its.
+        let labels_repeat = |row: usize| {
+            value(&gpu_keys.gpu_index, row) == value(&gpu_keys.gpu_index, row - 1)
+                && value(&mig, row) == value(&mig, row - 1)
+                && [
+                    &gpu_keys.node,
+                    &gpu_keys.cluster,
+                    &gpu_uuid,
+                    &pod,
+                    &namespace,
+                    &container,
+                ]
+                .into_iter()
+                .all(|labels| same_as_before(labels, row))
+        };
         let mut current: Option<usize> = None;
+        // The GPU and series of the row before, when it was kept.
+        let mut before: Option<(usize, u32)> = None;
         for row in 0..batch.num_rows() {
-            let (Some((cluster, node, gpu_index)), Some(at)) =
-                (gpu_keys.key_ref(row), value(&ts, row))
-            else {
+            let measures = [
+                value(&sm_active, row),
+                value(&gr_engine_active, row),
+                value(&gpu_util, row),
+                value(&power_w, row),
+            ];
+            let Some(at) = value(&ts, row) else {
+                before = None;
+                continue; // filtered by the query
+            };
+            if let Some((gpu, series)) = before.filter(|_| labels_repeat(row)) {
+                self.gpus[gpu]
+                    .rows
+                    .push(RawReading::new(at, series, measures));
+                continue;
+            }
+            let Some((cluster, node, gpu_index)) = gpu_keys.key_ref(row) else {
+                before = None;
                 continue; // filtered by the query
             };
             let gpu = match current {
@@ -85,16 +118,10 @@ impl SampleFold {
                 text(&pod, row),
                 text(&container, row),
             );
-            self.gpus[gpu].rows.push(RawReading::new(
-                at,
-                series,
-                [
-                    value(&sm_active, row),
-                    value(&gr_engine_active, row),
-                    value(&gpu_util, row),
-                    value(&power_w, row),
-                ],
-            ));
+            self.gpus[gpu]
+                .rows
+                .push(RawReading::new(at, series, measures));
+            before = Some((gpu, series));
         }
         Ok(())
     }
@@ -301,12 +328,7 @@ impl RawGpu {
 
     /// The GPU's readings, one per time (the highest of its series'), and each pod's; a series'
     /// rows of the same time merged first, as a `GROUP BY` of series and time would.
-    fn into_telemetry(mut self) -> GpuTelemetry {
-        // Rows usually come in order (a file's rows are sorted by series and time): checked
-        // first, since sorting sorted rows still costs.
-        if !self.rows.is_sorted_by_key(|r| (r.ts, r.series)) {
-            self.rows.sort_unstable_by_key(|r| (r.ts, r.series));
-        }
+    fn into_telemetry(self) -> GpuTelemetry {
         let mut telemetry = GpuTelemetry {
             samples: Vec::with_capacity(self.rows.len()),
             ..GpuTelemetry::default()
@@ -318,7 +340,16 @@ impl RawGpu {
             .map(|(_, _, namespace, pod, _)| namespace.is_some() && pod.is_some())
             .collect();
         let mut of_series: Vec<Vec<UsageSample>> = vec![Vec::new(); self.series.len()];
-        let mut rows = self.rows.into_iter().peekable();
+        // Rows come in runs sorted by (time, series): a file's rows are sorted by series and
+        // time, and the day's files arrive interleaved with the last minutes of the day before.
+        // The runs are merged as they are read, with no sort and no copy of the rows.
+        let key = |r: &RawReading| (r.ts, r.series);
+        let mut rows = self
+            .rows
+            .chunk_by(|a, b| key(a) <= key(b))
+            .kmerge_by(|a, b| key(a) < key(b))
+            .copied()
+            .peekable();
         while let Some(mut reading) = rows.next() {
             while let Some(next) =
                 rows.next_if(|n| (n.ts, n.series) == (reading.ts, reading.series))
