@@ -23,7 +23,7 @@ mod fleet;
 
 use std::time::Instant;
 
-use duckdb::{DuckDb, median};
+use duckdb::{DuckDb, median, process_cpu_seconds};
 use fleet::{TEAMS, telemetry, write};
 use gpuledger_build::{build_ledger, days_between, input_days};
 use gpuledger_lake::tables::Table;
@@ -62,7 +62,7 @@ fn main() {
         ..
     } = &fleet;
     let (first, last, week) = (*first, *last, *week);
-    let started = Instant::now();
+    let (started, cpu_before) = (Instant::now(), process_cpu_seconds());
     let days = runtime
         .block_on(async {
             // What `ledger build` without a range builds: every day with inputs (the week, and
@@ -72,6 +72,7 @@ fn main() {
         })
         .unwrap();
     let build = started.elapsed().as_secs_f64();
+    let build_cpu = process_cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
     let rows: usize = days.iter().map(|d| d.gpu_hour_rows).sum();
     assert!(
         days.iter().all(|d| d.balance.balances()),
@@ -79,8 +80,9 @@ fn main() {
         days.iter().map(|d| d.balance).collect::<Vec<_>>()
     );
     println!(
-        "ledger_build/week: {} days, {rows} gpu_hours rows, balanced, in {build:.1} s ({:.2} M samples/s)",
+        "ledger_build/week: {} days, {rows} gpu_hours rows, balanced, in {build:.1} s, {} CPU ({:.2} M samples/s)",
         days.len(),
+        build_cpu.map_or("?".into(), |cpu| format!("{cpu:.1} s")),
         *samples as f64 / build / 1e6
     );
 
@@ -102,14 +104,17 @@ fn main() {
     );
     peer.threads(2);
     let answers: Vec<_> = (0..3).map(|_| peer.time(PEER_TEAM_DAY_COSTS)).collect();
+    let peer_cpu = median(answers.iter().map(|a| a.cpu_seconds).collect());
     println!(
-        "ledger_build/duckdb_team_day_costs: DuckDB {} at 2 threads, median {:.1} s ({} team-days, \
-         ${} direct for the week; the ledger's direct cost ${direct:.2}); ratio {:.2}",
+        "ledger_build/duckdb_team_day_costs: DuckDB {} at 2 threads, median {:.1} s, {peer_cpu:.1} s CPU \
+         ({} team-days, ${} direct for the week; the ledger's direct cost ${direct:.2}); ratio {:.2}, \
+         of CPU time {}",
         peer.version,
         median(answers.iter().map(|a| a.seconds).collect()),
         answers[0].rows,
         answers[0].first,
         build / median(answers.iter().map(|a| a.seconds).collect()),
+        build_cpu.map_or("?".into(), |cpu| format!("{:.2}", cpu / peer_cpu)),
     );
     drop(peer);
 

@@ -1,7 +1,7 @@
 //! DuckDB as the benchmarks' peer: a Python process (the `duckdb` package) over the same
 //! Parquet files as the lake, each table a view over its `tables/<name>/**/*.parquet`. It reads
-//! `threads N` and one SQL statement per line from stdin and answers `<seconds> <rows>`, so it is
-//! timed by itself, without the pipe. Shared by `sql_peers.rs` and `build/benches/ledger_build.rs`
+//! `threads N` and one SQL statement per line from stdin and answers `<seconds> <cpu seconds>
+//! <rows> <first value>`, so it is timed by itself, without the pipe. Shared by `sql_peers.rs` and `build/benches/ledger_build.rs`
 //! (`#[path]`). Needs `python3 -m pip install duckdb` (scripts/bench-peers installs it).
 
 #![allow(dead_code)] // each bench uses part of it
@@ -24,11 +24,11 @@ for line in sys.stdin:
         con.execute(f"SET threads = {int(line.split()[1])}")
         print("ok", flush=True)
         continue
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     rows = con.execute(line).fetchall()
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     first = rows[0][0] if rows else None
-    print(f"{seconds} {len(rows)} {first}", flush=True)
+    print(f"{seconds} {cpu} {len(rows)} {first}", flush=True)
 "#;
 
 pub struct DuckDb {
@@ -42,6 +42,9 @@ pub struct DuckDb {
 /// row as Python prints it (`None` without rows), for checking both engines agree.
 pub struct Answer {
     pub seconds: f64,
+    /// The CPU time of all of DuckDB's threads over the statement: less moved than `seconds`
+    /// by other work on a shared machine.
+    pub cpu_seconds: f64,
     pub rows: usize,
     pub first: String,
 }
@@ -82,14 +85,16 @@ impl DuckDb {
 
     pub fn time(&mut self, sql: &str) -> Answer {
         let answer = self.ask(sql);
-        let mut parts = answer.splitn(3, ' ');
+        let mut parts = answer.splitn(4, ' ');
         let seconds = parts.next().and_then(|s| s.parse::<f64>().ok());
+        let cpu_seconds = parts.next().and_then(|s| s.parse::<f64>().ok());
         let rows = parts.next().and_then(|s| s.parse::<usize>().ok());
-        let (Some(seconds), Some(rows)) = (seconds, rows) else {
+        let (Some(seconds), Some(cpu_seconds), Some(rows)) = (seconds, cpu_seconds, rows) else {
             panic!("DuckDB answered {answer:?} to {sql}");
         };
         Answer {
             seconds,
+            cpu_seconds,
             rows,
             first: parts.next().unwrap_or_default().to_string(),
         }
@@ -101,6 +106,18 @@ impl Drop for DuckDb {
         drop(self.input.take());
         let _ = self.child.wait();
     }
+}
+
+/// The CPU time this process has used, its threads' user and system time together (Linux's
+/// `/proc/self/stat`, in clock ticks of 10 ms); `None` elsewhere.
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command (which may hold spaces) from the third on; utime and stime
+    // are the 14th and 15th.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let user: f64 = fields.next()?.parse().ok()?;
+    let system: f64 = fields.next()?.parse().ok()?;
+    Some((user + system) / 100.0)
 }
 
 /// The median of `times`.
