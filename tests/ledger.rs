@@ -305,6 +305,63 @@ fn late_gateway_requests_resplit_usage_pools() {
 /// days, not the 212 between the first and the last. Built again with nothing new, it builds
 /// nothing.
 #[test]
+fn a_day_that_fails_to_build_leaves_the_days_before_it_built() {
+    // A day is computed while the day before is written: a failure of the later day must not
+    // take the earlier one's write with it.
+    let ledger = ledgers().remove(0);
+    let dir = tempfile::tempdir().unwrap();
+    let dcgm = dir.path().join("samples.prom");
+    // 2026-11-02T10:00:00Z and 2026-11-03T10:00:00Z, in milliseconds: one file per day.
+    std::fs::write(
+        &dcgm,
+        "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-a\",Hostname=\"n1\"} 0.5 1793613600000\n\
+         DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-a\",Hostname=\"n1\"} 0.5 1793700000000\n",
+    )
+    .unwrap();
+    ledger.ingest_ok("dcgm", &dcgm, &["--cluster", "c"]);
+    // The second day's telemetry file is damaged on disk after it landed.
+    let second = ledger.data_dir().join("tables/gpu_samples/date=2026-11-03");
+    let damaged: Vec<_> = std::fs::read_dir(&second)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(damaged.len(), 1, "{damaged:?}");
+    std::fs::write(&damaged[0], b"not a parquet file").unwrap();
+
+    let out = ledger.run(&[
+        "ledger",
+        "build",
+        "--from",
+        "2026-11-02",
+        "--to",
+        "2026-11-03",
+    ]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let file = damaged[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&file),
+        "the error names the file: {}",
+        describe(&out)
+    );
+    // The first day was written and recorded: its GPU-hour (10:00: seen, so the whole hour
+    // counts, and no one's) is there, and it is not built again.
+    assert_eq!(
+        ledger.sql("SELECT CAST(hour AS VARCHAR) AS hour, unexplained_seconds FROM gpu_hours"),
+        vec![serde_json::json!({"hour": "2026-11-02T10:00:00Z", "unexplained_seconds": 3600.0})]
+    );
+    let again = build_days(&ledger, "2026-11-02", "2026-11-02");
+    assert_eq!(
+        again.trim(),
+        "ledger is up to date for 2026-11-02 … 2026-11-02",
+        "{again}"
+    );
+}
+
+#[test]
 fn a_build_without_a_range_builds_the_days_with_rows_and_then_nothing() {
     let ledger = ledgers().remove(0);
     let dir = tempfile::tempdir().unwrap();

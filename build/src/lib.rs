@@ -25,7 +25,7 @@ use gpuledger_lake::catalog::{CommitOutcome, NewBatch};
 use gpuledger_lake::tables::Table;
 use gpuledger_lake::writer::TableWriter;
 use gpuledger_ledger::build::{
-    LedgerInputs, Node, NodeKey, finish, prepare, rate_card_rates, resolve_team,
+    LedgerInputs, LedgerOutput, Node, NodeKey, finish, prepare, rate_card_rates, resolve_team,
 };
 use gpuledger_ledger::gpu_hours::{ClassifyConfig, GpuHour};
 use gpuledger_ledger::journal::{Balance, by_day};
@@ -68,39 +68,70 @@ pub async fn build_ledger(
     let built = lake.catalog().ledger_days().await?;
     let config = ClassifyConfig::default();
     let mut reports = Vec::new();
+    // A day is computed while the day before is written and committed: writing is mostly one
+    // thread, so the two share the cores; only one day's telemetry is held at a time, and the
+    // days commit in order.
+    let mut writing: Option<futures::future::BoxFuture<'_, Result<DayReport, BuildError>>> = None;
     for day in days {
-        let window = day_span(day);
-        // Before the catalog is asked what is new: a file committed from here on is new to the
-        // next build, whether or not this one reads it.
-        let started_at = Utc::now().timestamp_micros();
-        let dirty = match built.get(&day.to_string()) {
-            Some(&built_at) if built_at >= declared.changed_at => {
-                dirty(lake, &ctx, window, built_at, config.max_sample_gap).await?
+        let computing = compute_day(lake, &ctx, declared, &built, day, &config);
+        let computed = match writing.take() {
+            Some(written) => {
+                // The day before is written whatever becomes of this one: a failure here
+                // leaves the days before it built, as when the days ran one after another.
+                let (computed, written) = futures::join!(computing, written);
+                reports.push(written?);
+                computed?
             }
-            _ => Dirty::whole(window),
+            None => computing.await?,
         };
-        if dirty.hours.is_empty() {
-            continue;
+        if let Some(computed) = computed {
+            writing = Some(Box::pin(write_day(lake, declared, computed)));
         }
-        let mut lost = Vec::new();
-        let mut report = loop {
-            match build_day(lake, &ctx, declared, window, &dirty, started_at, &config).await {
-                Err(error) if lost.len() < WORKER_LOSS_RETRIES => {
-                    let Some(down) = lost_workers(&ctx, &error).await else {
-                        return Err(error);
-                    };
-                    tracing::warn!("{day}: query worker {down} lost; building the day again");
-                    lost.push(down);
-                }
-                outcome => break outcome?,
-            }
-        };
-        report.warnings.extend(lost.into_iter().map(|down| {
-            format!("query worker {down} was lost under the day's inputs: nothing of that attempt was kept, and the day was built again without it")
-        }));
-        reports.push(report);
+    }
+    if let Some(written) = writing {
+        reports.push(written.await?);
     }
     Ok(reports)
+}
+
+/// `day`'s ledger computed, when anything of it is new (`None` when nothing is); built again
+/// without a query worker lost under it.
+async fn compute_day(
+    lake: &Lake,
+    ctx: &SessionContext,
+    declared: &Declared,
+    built: &BTreeMap<String, Micros>,
+    day: NaiveDate,
+    config: &ClassifyConfig,
+) -> Result<Option<ComputedDay>, BuildError> {
+    let window = day_span(day);
+    // Before the catalog is asked what is new: a file committed from here on is new to the
+    // next build, whether or not this one reads it.
+    let started_at = Utc::now().timestamp_micros();
+    let dirty = match built.get(&day.to_string()) {
+        Some(&built_at) if built_at >= declared.changed_at => {
+            dirty(lake, ctx, window, built_at, config.max_sample_gap).await?
+        }
+        _ => Dirty::whole(window),
+    };
+    if dirty.hours.is_empty() {
+        return Ok(None);
+    }
+    let mut lost = Vec::new();
+    let mut computed = loop {
+        match build_day(ctx, declared, window, &dirty, started_at, config).await {
+            Err(error) if lost.len() < WORKER_LOSS_RETRIES => {
+                let Some(down) = lost_workers(ctx, &error).await else {
+                    return Err(error);
+                };
+                tracing::warn!("{day}: query worker {down} lost; building the day again");
+                lost.push(down);
+            }
+            outcome => break outcome?,
+        }
+    };
+    computed.lost_workers = lost;
+    Ok(Some(computed))
 }
 
 /// How many times one day is built again after losing a query worker under its inputs (each
@@ -361,15 +392,28 @@ async fn dirty(
     })
 }
 
+/// A day's ledger, computed and not yet written.
+struct ComputedDay {
+    window: Span,
+    /// The GPU-hours recomputed (the whole day when an allocation changed outside the dirty
+    /// ones).
+    dirty: Dirty,
+    started_at: Micros,
+    out: LedgerOutput,
+    worker_tasks: usize,
+    /// Query workers lost under the day's inputs, each followed by a build of the day again.
+    lost_workers: Vec<String>,
+}
+
+/// The ledger of `dirty` (its other GPU-hours kept as stored).
 async fn build_day(
-    lake: &Lake,
     ctx: &SessionContext,
     declared: &Declared,
     window: Span,
     dirty: &Dirty,
     started_at: Micros,
     config: &ClassifyConfig,
-) -> Result<DayReport, BuildError> {
+) -> Result<ComputedDay, BuildError> {
     let mut inputs = LedgerInputs {
         window,
         nodes: declared.nodes.clone(),
@@ -459,10 +503,35 @@ async fn build_day(
         dirty = Dirty::whole(window);
     };
 
+    Ok(ComputedDay {
+        window,
+        dirty,
+        started_at,
+        out,
+        worker_tasks,
+        lost_workers: Vec::new(),
+    })
+}
+
+/// Writes a computed day's three tables, restating its earlier build, and records the day as
+/// built from the inputs committed before it started.
+async fn write_day(
+    lake: &Lake,
+    declared: &Declared,
+    day: ComputedDay,
+) -> Result<DayReport, BuildError> {
+    let ComputedDay {
+        window,
+        dirty,
+        started_at,
+        out,
+        worker_tasks,
+        lost_workers,
+    } = day;
     let batch_id = format!("ledger-{}-{}", date_of(window.start), &uuid_suffix());
     let mut writer = TableWriter::new(Arc::clone(lake.store()), batch_id.clone());
     let mut files = Vec::new();
-    let allowed = inputs.allowed_teams.as_ref();
+    let allowed = declared.allowed_teams.as_ref();
     files.extend(
         writer
             .write(
@@ -522,6 +591,9 @@ async fn build_day(
             .warnings
             .iter()
             .map(|w| format!("{}: {}", w.subject, w.message))
+            .chain(lost_workers.into_iter().map(|down| {
+                format!("query worker {down} was lost under the day's inputs: nothing of that attempt was kept, and the day was built again without it")
+            }))
             .collect(),
         worker_tasks,
     })
