@@ -20,6 +20,7 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::TimestampMicrosecondType;
 use chrono::{DateTime, NaiveDate, Utc};
 use datafusion::prelude::SessionContext;
+use futures::TryFutureExt;
 use gpuledger_lake::Lake;
 use gpuledger_lake::catalog::{CommitOutcome, NewBatch};
 use gpuledger_lake::tables::Table;
@@ -414,25 +415,34 @@ async fn build_day(
     started_at: Micros,
     config: &ClassifyConfig,
 ) -> Result<ComputedDay, BuildError> {
+    // The day's inputs are read side by side: each is a small query, mostly planning and
+    // catalog reads.
+    let (events, billing, usage, stored) = futures::try_join!(
+        inputs::events(ctx, window),
+        inputs::billing(ctx, window).err_into(),
+        inputs::usage(ctx, window).err_into(),
+        async {
+            Ok(if dirty.is_whole(window) {
+                Vec::new()
+            } else {
+                inputs::stored_gpu_hours(ctx, window).await?
+            })
+        },
+    )?;
     let mut inputs = LedgerInputs {
         window,
         nodes: declared.nodes.clone(),
-        events: inputs::events(ctx, window).await?,
+        events,
         telemetry: Default::default(),
         pod_gpus: Default::default(),
         reservations: declared.reservations.clone(),
-        billing: inputs::billing(ctx, window).await?,
+        billing,
         manual_costs: declared.manual_costs.clone(),
         rules: declared.rules.clone(),
         rate_card: declared.rate_card.clone(),
         allowed_teams: declared.allowed_teams.clone(),
-        usage: inputs::usage(ctx, window).await?,
+        usage,
         config: *config,
-    };
-    let stored = if dirty.is_whole(window) {
-        Vec::new()
-    } else {
-        inputs::stored_gpu_hours(ctx, window).await?
     };
     let declared_nodes = inputs.nodes.len();
     let mut dirty = dirty.clone();
