@@ -74,18 +74,32 @@ fn check_prints_both_sides_and_late_telemetry_recomputes_two_hours() {
 
 /// Late telemetry: nlp's GPU (n1 GPU 1) idle 08:00–09:00 of the worked example's day.
 fn land_nlp_idle_from_eight_to_nine(ledger: &crate::support::Ledger) {
-    let mut late = String::new();
-    for t in (8 * 3600..9 * 3600).step_by(30) {
-        let ms = 1_793_577_600_000i64 + t * 1000;
+    let times = (8 * 3600..9 * 3600)
+        .step_by(30)
+        .map(|t| 1_793_577_600_000i64 + t * 1000);
+    land_sm_readings(ledger, "demo", (1, "GPU-n1-1"), 0.0, times);
+}
+
+/// Lands SM activity `sm` of GPU `(index, UUID)` of node `n1` in `cluster`, a reading at each
+/// time (in milliseconds).
+fn land_sm_readings(
+    ledger: &crate::support::Ledger,
+    cluster: &str,
+    (gpu, uuid): (u32, &str),
+    sm: f64,
+    times_ms: impl IntoIterator<Item = i64>,
+) {
+    let mut text = String::new();
+    for ms in times_ms {
         writeln!(
-            late,
-            "DCGM_FI_PROF_SM_ACTIVE{{gpu=\"1\",UUID=\"GPU-n1-1\",Hostname=\"n1\"}} 0.0 {ms}"
+            text,
+            "DCGM_FI_PROF_SM_ACTIVE{{gpu=\"{gpu}\",UUID=\"{uuid}\",Hostname=\"n1\"}} {sm} {ms}"
         )
         .unwrap();
     }
-    let path = ledger.dir.path().join("late.prom");
-    std::fs::write(&path, late).unwrap();
-    ledger.ingest_ok("dcgm", &path, &["--cluster", "demo"]);
+    let path = ledger.dir.path().join("readings.prom");
+    std::fs::write(&path, text).unwrap();
+    ledger.ingest_ok("dcgm", &path, &["--cluster", cluster]);
 }
 
 #[test]
@@ -309,16 +323,9 @@ fn a_day_that_fails_to_build_leaves_the_days_before_it_built() {
     // A day is computed while the day before is written: a failure of the later day must not
     // take the earlier one's write with it.
     let ledger = ledgers().remove(0);
-    let dir = tempfile::tempdir().unwrap();
-    let dcgm = dir.path().join("samples.prom");
-    // 2026-11-02T10:00:00Z and 2026-11-03T10:00:00Z, in milliseconds: one file per day.
-    std::fs::write(
-        &dcgm,
-        "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-a\",Hostname=\"n1\"} 0.5 1793613600000\n\
-         DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-a\",Hostname=\"n1\"} 0.5 1793700000000\n",
-    )
-    .unwrap();
-    ledger.ingest_ok("dcgm", &dcgm, &["--cluster", "c"]);
+    // 2026-11-02T10:00:00Z and 2026-11-03T10:00:00Z: one file per day.
+    let day_apart = [1_793_613_600_000, 1_793_700_000_000];
+    land_sm_readings(&ledger, "c", (0, "GPU-a"), 0.5, day_apart);
     // The second day's telemetry file is damaged on disk after it landed.
     let second = ledger.data_dir().join("tables/gpu_samples/date=2026-11-03");
     let damaged: Vec<_> = std::fs::read_dir(&second)
@@ -328,14 +335,8 @@ fn a_day_that_fails_to_build_leaves_the_days_before_it_built() {
     assert_eq!(damaged.len(), 1, "{damaged:?}");
     std::fs::write(&damaged[0], b"not a parquet file").unwrap();
 
-    let out = ledger.run(&[
-        "ledger",
-        "build",
-        "--from",
-        "2026-11-02",
-        "--to",
-        "2026-11-03",
-    ]);
+    let build = "ledger build --from 2026-11-02 --to 2026-11-03";
+    let out = ledger.run(&build.split(' ').collect::<Vec<_>>());
     assert!(!out.status.success(), "{}", describe(&out));
     let file = damaged[0]
         .file_name()
@@ -365,15 +366,9 @@ fn a_day_that_fails_to_build_leaves_the_days_before_it_built() {
 fn a_build_without_a_range_builds_the_days_with_rows_and_then_nothing() {
     let ledger = ledgers().remove(0);
     let dir = tempfile::tempdir().unwrap();
-    let dcgm = dir.path().join("samples.prom");
-    // 2026-11-02T10:00:00Z and 2027-06-01T10:00:00Z, in milliseconds.
-    std::fs::write(
-        &dcgm,
-        "DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-a\",Hostname=\"n1\"} 0.5 1793613600000\n\
-         DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\",UUID=\"GPU-a\",Hostname=\"n1\"} 0.5 1811844000000\n",
-    )
-    .unwrap();
-    ledger.ingest_ok("dcgm", &dcgm, &["--cluster", "c"]);
+    // 2026-11-02T10:00:00Z and 2027-06-01T10:00:00Z.
+    let months_apart = [1_793_613_600_000, 1_811_844_000_000];
+    land_sm_readings(&ledger, "c", (0, "GPU-a"), 0.5, months_apart);
     let events = dir.path().join("events.jsonl");
     std::fs::write(
         &events,
