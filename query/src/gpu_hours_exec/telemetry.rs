@@ -74,54 +74,52 @@ impl SampleFold {
                 .into_iter()
                 .all(|labels| same_as_before(labels, row))
         };
-        let mut current: Option<usize> = None;
-        // The GPU and series of the row before, when it was kept.
-        let mut before: Option<(usize, u32)> = None;
+        // The GPU, series and row of the last row kept.
+        let mut last: Option<(usize, u32, usize)> = None;
         for row in 0..batch.num_rows() {
+            let Some(at) = value(&ts, row) else {
+                continue; // filtered by the query
+            };
             let measures = [
                 value(&sm_active, row),
                 value(&gr_engine_active, row),
                 value(&gpu_util, row),
                 value(&power_w, row),
             ];
-            let Some(at) = value(&ts, row) else {
-                before = None;
-                continue; // filtered by the query
-            };
-            if let Some((gpu, series)) = before.filter(|_| labels_repeat(row)) {
-                self.gpus[gpu]
-                    .rows
-                    .push(RawReading::new(at, series, measures));
-                continue;
-            }
-            let Some((cluster, node, gpu_index)) = gpu_keys.key_ref(row) else {
-                before = None;
-                continue; // filtered by the query
-            };
-            let gpu = match current {
-                Some(g) if self.gpus[g].key_ref() == (cluster, node, gpu_index) => g,
-                _ => {
-                    let key = (cluster.to_string(), node.to_string(), gpu_index);
-                    let gpus = &mut self.gpus;
-                    let g = *self.index.entry(key.clone()).or_insert_with(|| {
-                        gpus.push(RawGpu::new(key));
-                        gpus.len() - 1
-                    });
-                    current = Some(g);
-                    g
+            let repeated = last.filter(|&(_, _, kept)| kept + 1 == row && labels_repeat(row));
+            let (gpu, series) = match repeated {
+                Some((gpu, series, _)) => (gpu, series),
+                None => {
+                    let Some((cluster, node, gpu_index)) = gpu_keys.key_ref(row) else {
+                        continue; // filtered by the query
+                    };
+                    let gpu = match last {
+                        Some((g, _, _)) if self.gpus[g].key_ref() == (cluster, node, gpu_index) => {
+                            g
+                        }
+                        _ => {
+                            let key = (cluster.to_string(), node.to_string(), gpu_index);
+                            let gpus = &mut self.gpus;
+                            *self.index.entry(key.clone()).or_insert_with(|| {
+                                gpus.push(RawGpu::new(key));
+                                gpus.len() - 1
+                            })
+                        }
+                    };
+                    let series = self.gpus[gpu].series_of(
+                        value(&mig, row),
+                        text(&gpu_uuid, row),
+                        text(&namespace, row),
+                        text(&pod, row),
+                        text(&container, row),
+                    );
+                    (gpu, series)
                 }
             };
-            let series = self.gpus[gpu].series_of(
-                value(&mig, row),
-                text(&gpu_uuid, row),
-                text(&namespace, row),
-                text(&pod, row),
-                text(&container, row),
-            );
             self.gpus[gpu]
                 .rows
                 .push(RawReading::new(at, series, measures));
-            before = Some((gpu, series));
+            last = Some((gpu, series, row));
         }
         Ok(())
     }

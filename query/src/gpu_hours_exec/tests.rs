@@ -16,7 +16,7 @@ use gpuledger_ledger::build::{
 use gpuledger_ledger::gpu_hours::{ClassifyConfig, PriceSegment};
 use gpuledger_ledger::time::Span;
 
-use super::telemetry::XidFold;
+use super::telemetry::{SampleFold, XidFold};
 use super::{GpuHoursCodec, GpuHoursExec, NodeGroup, Reads, node_groups, node_range};
 
 fn node(cluster: &str, name: &str) -> Node {
@@ -254,6 +254,105 @@ fn xid_readings_fold_to_their_changes() {
         vec![(5, 13)]
     );
     assert_eq!(changes.len(), 2);
+}
+
+/// (node, GPU index, pod, time, SM activity) rows of `gpu_samples` as the per-GPU step reads
+/// them (text as views); a `None` time is a row the query filtered.
+fn sample_batch(rows: &[(&str, i32, Option<&str>, Option<i64>, f64)]) -> RecordBatch {
+    let text = |values: Vec<Option<&str>>| -> Arc<dyn arrow::array::Array> {
+        Arc::new(arrow::array::StringViewArray::from(values))
+    };
+    let nothing = || text(rows.iter().map(|_| None).collect());
+    let columns: Vec<(&str, Arc<dyn arrow::array::Array>)> = vec![
+        ("cluster", text(rows.iter().map(|_| Some("c")).collect())),
+        ("node", text(rows.iter().map(|r| Some(r.0)).collect())),
+        (
+            "gpu_index",
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1))),
+        ),
+        (
+            "mig_instance",
+            Arc::new(Int32Array::from(vec![None; rows.len()])),
+        ),
+        (
+            "gpu_uuid",
+            text(rows.iter().map(|_| Some("GPU-1")).collect()),
+        ),
+        (
+            "namespace",
+            text(rows.iter().map(|r| r.2.map(|_| "ml")).collect()),
+        ),
+        ("pod", text(rows.iter().map(|r| r.2).collect())),
+        ("container", nothing()),
+        (
+            "ts",
+            Arc::new(
+                TimestampMicrosecondArray::from(rows.iter().map(|r| r.3).collect::<Vec<_>>())
+                    .with_timezone("UTC"),
+            ),
+        ),
+        (
+            "sm_active",
+            Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.4))),
+        ),
+        (
+            "gr_engine_active",
+            Arc::new(Float64Array::from(vec![None; rows.len()])),
+        ),
+        (
+            "gpu_util",
+            Arc::new(Float64Array::from(vec![None; rows.len()])),
+        ),
+        (
+            "power_w",
+            Arc::new(Float64Array::from(vec![None; rows.len()])),
+        ),
+    ];
+    RecordBatch::try_from_iter(columns).unwrap()
+}
+
+/// A row takes the GPU and series of the row before only when it repeats that row's labels and
+/// that row was kept; runs out of time order merge into one time line per GPU and per pod.
+#[test]
+fn samples_fold_to_each_gpus_and_pods_readings_in_time_order() {
+    let mut fold = SampleFold::default();
+    fold.add(&sample_batch(&[
+        ("n1", 0, None, Some(30), 0.1),
+        ("n1", 0, None, Some(60), 0.2),
+        // Filtered: the next row repeats its labels, not those of the last row kept.
+        ("n2", 0, None, None, 0.9),
+        ("n2", 0, None, Some(30), 0.3),
+        ("n2", 0, Some("p"), Some(30), 0.5),
+        ("n2", 0, Some("p"), Some(60), 0.4),
+    ]))
+    .unwrap();
+    // The day before's last minute, read after the day's rows.
+    fold.add(&sample_batch(&[
+        ("n1", 0, None, Some(0), 0.0),
+        ("n2", 0, Some("p"), Some(0), 0.6),
+    ]))
+    .unwrap();
+    let telemetry = fold.finish();
+    let readings = |t: &GpuTelemetry| -> Vec<(i64, Option<f64>)> {
+        t.samples.iter().map(|s| (s.ts, s.sm_active)).collect()
+    };
+    let of = |node: &str| &telemetry[&("c".to_string(), node.to_string(), 0)];
+    assert_eq!(
+        readings(of("n1")),
+        [(0, Some(0.0)), (30, Some(0.1)), (60, Some(0.2))]
+    );
+    // The whole GPU reads the highest of its series at each time.
+    assert_eq!(
+        readings(of("n2")),
+        [(0, Some(0.6)), (30, Some(0.5)), (60, Some(0.4))]
+    );
+    let pod: Vec<(i64, Option<f64>)> = of("n2").pod_samples[&("ml".to_string(), "p".to_string())]
+        .iter()
+        .map(|s| (s.ts, s.sm_active))
+        .collect();
+    assert_eq!(pod, [(0, Some(0.6)), (30, Some(0.5)), (60, Some(0.4))]);
+    assert!(of("n1").pod_samples.is_empty());
+    assert_eq!(telemetry.len(), 2);
 }
 
 fn sized(name: &str, gpus: u32) -> NodeWork {
