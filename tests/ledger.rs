@@ -2,6 +2,9 @@
 
 use std::fmt::Write as _;
 
+use gpuledger_lake::catalog::LedgerDay;
+use gpuledger_lake::{Lake, LakeConfig};
+
 use crate::golden::{build_days, load_worked_example, run_ok};
 use crate::support::{describe, ledgers};
 
@@ -411,5 +414,100 @@ fn a_build_without_a_range_builds_the_days_with_rows_and_then_nothing() {
         "ledger is up to date for 2026-11-02 … 2027-06-01",
         "{}",
         describe(&again)
+    );
+}
+
+#[test]
+fn a_day_built_in_an_older_format_is_built_again_whole() {
+    let ledger = ledgers().remove(0);
+    // n1 GPU 0 reads every 30 s through 10:00–11:00 of 2026-11-02: 30,000 of 80,000 MiB used
+    // at 250 W for the first half hour, 50,000 at 350 W for the second.
+    let hour_ms = 1_793_613_600_000i64;
+    let mut text = String::new();
+    for ms in (0..3_600_000).step_by(30_000).map(|t| hour_ms + t) {
+        let (used, power) = if ms < hour_ms + 1_800_000 {
+            (30_000, 250)
+        } else {
+            (50_000, 350)
+        };
+        let labels = "gpu=\"0\",UUID=\"GPU-a\",Hostname=\"n1\"";
+        writeln!(
+            text,
+            "DCGM_FI_PROF_SM_ACTIVE{{{labels}}} 0.5 {ms}\n\
+             DCGM_FI_DEV_FB_USED{{{labels}}} {used} {ms}\n\
+             DCGM_FI_DEV_FB_FREE{{{labels}}} {} {ms}\n\
+             DCGM_FI_DEV_POWER_USAGE{{{labels}}} {power} {ms}",
+            80_000 - used
+        )
+        .unwrap();
+    }
+    let path = ledger.dir.path().join("readings.prom");
+    std::fs::write(&path, text).unwrap();
+    ledger.ingest_ok("dcgm", &path, &["--cluster", "c"]);
+    let built = build_days(&ledger, "2026-11-02", "2026-11-02");
+    assert!(built.contains("2026-11-02: 24 hours recomputed"), "{built}");
+    // The hour is seen, so it counts whole (no one's): memory (0.375 + 0.625) / 2 = 0.5 of the
+    // framebuffer, power (250 + 350) / 2 = 300 W, 300 Wh. The last reading's two minutes end
+    // past the hour, where the GPU is not seen.
+    let hour = "SELECT CAST(hour AS VARCHAR) AS hour, memory_used_share, power_w,
+                       round(energy_wh, 6) AS energy_wh
+                FROM gpu_hours";
+    let expected = vec![serde_json::json!({"hour": "2026-11-02T10:00:00Z",
+        "memory_used_share": 0.5, "power_w": 300.0, "energy_wh": 300.0})];
+    assert_eq!(ledger.sql(hour), expected);
+
+    // The day as a release before these columns recorded it (format 1, as the migration leaves
+    // every day built before it): the next build builds it again whole, then finds it current.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let lake = runtime
+        .block_on(Lake::open(&LakeConfig {
+            data: ledger.data_dir().display().to_string(),
+            catalog: Some(ledger.catalog.clone()),
+        }))
+        .unwrap();
+    let day = |lake: &Lake| {
+        runtime
+            .block_on(lake.catalog().ledger_days())
+            .unwrap()
+            .remove("2026-11-02")
+            .unwrap()
+    };
+    let current = day(&lake);
+    assert_eq!(current.format, gpuledger_build::LEDGER_FORMAT);
+    let older = LedgerDay {
+        format: 1,
+        ..current.clone()
+    };
+    runtime
+        .block_on(lake.catalog().record_ledger_day("2026-11-02", &older))
+        .unwrap();
+    let rebuilt = build_days(&ledger, "2026-11-02", "2026-11-02");
+    assert!(
+        rebuilt.contains("2026-11-02: 24 hours recomputed"),
+        "{rebuilt}"
+    );
+    assert_eq!(ledger.sql(hour), expected);
+    let after = day(&lake);
+    assert_eq!(after.format, gpuledger_build::LEDGER_FORMAT);
+    assert_ne!(after.batch_id, current.batch_id);
+    let again = build_days(&ledger, "2026-11-02", "2026-11-02");
+    assert_eq!(
+        again.trim(),
+        "ledger is up to date for 2026-11-02 … 2026-11-02",
+        "{again}"
+    );
+    // A day a newer release recorded is left to it, not rebuilt in this format.
+    let newer = LedgerDay {
+        format: gpuledger_build::LEDGER_FORMAT + 1,
+        ..after
+    };
+    runtime
+        .block_on(lake.catalog().record_ledger_day("2026-11-02", &newer))
+        .unwrap();
+    let left = build_days(&ledger, "2026-11-02", "2026-11-02");
+    assert_eq!(
+        left.trim(),
+        "ledger is up to date for 2026-11-02 … 2026-11-02",
+        "{left}"
     );
 }

@@ -8,7 +8,8 @@
 //! rules); scheduler events every node from the start of their day (a late stop ends an
 //! allocation early, a stop without its start opens a run at the day's start); billing the
 //! whole days it covers — and only those GPU-hours are recomputed. The day's journal and
-//! balance are then recomputed from the stored and the new rows.
+//! balance are then recomputed from the stored and the new rows. A day built in an older
+//! [`LEDGER_FORMAT`] is rebuilt whole.
 
 pub mod error;
 mod inputs;
@@ -22,7 +23,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use datafusion::prelude::SessionContext;
 use futures::TryFutureExt;
 use gpuledger_lake::Lake;
-use gpuledger_lake::catalog::{CommitOutcome, NewBatch};
+use gpuledger_lake::catalog::{CommitOutcome, LedgerDay, NewBatch};
 use gpuledger_lake::tables::Table;
 use gpuledger_lake::writer::TableWriter;
 use gpuledger_ledger::build::{
@@ -55,6 +56,11 @@ pub struct DayReport {
     /// How many query-worker tasks computed the day's GPU-hours (0: this process did).
     pub worker_tasks: usize,
 }
+
+/// The format of the ledger tables this release builds, recorded with each day. Raised when a
+/// table gains columns that stored rows cannot be given without their inputs: 2 added
+/// `gpu_hours.memory_used_share` and `power_w`.
+pub const LEDGER_FORMAT: i64 = 2;
 
 /// The currency of the ledger's own tables: that of the billing lines.
 const CURRENCY: &str = "USD";
@@ -101,7 +107,7 @@ async fn compute_day(
     lake: &Lake,
     ctx: &SessionContext,
     declared: &Declared,
-    built: &BTreeMap<String, Micros>,
+    built: &BTreeMap<String, LedgerDay>,
     day: NaiveDate,
     config: &ClassifyConfig,
 ) -> Result<Option<ComputedDay>, BuildError> {
@@ -110,8 +116,10 @@ async fn compute_day(
     // next build, whether or not this one reads it.
     let started_at = Utc::now().timestamp_micros();
     let dirty = match built.get(&day.to_string()) {
-        Some(&built_at) if built_at >= declared.changed_at => {
-            dirty(lake, ctx, window, built_at, config.max_sample_gap).await?
+        // A day of a newer format (a newer replica built it) is not built again whole, or two
+        // releases side by side would rebuild each other's days round after round.
+        Some(built) if built.built_at >= declared.changed_at && built.format >= LEDGER_FORMAT => {
+            dirty(lake, ctx, window, built.built_at, config.max_sample_gap).await?
         }
         _ => Dirty::whole(window),
     };
@@ -587,7 +595,14 @@ async fn write_day(
         Ok(_) => {}
     }
     lake.catalog()
-        .record_ledger_day(&date_of(window.start).to_string(), started_at, &batch_id)
+        .record_ledger_day(
+            &date_of(window.start).to_string(),
+            &LedgerDay {
+                built_at: started_at,
+                format: LEDGER_FORMAT,
+                batch_id: batch_id.clone(),
+            },
+        )
         .await?;
     // The day's earlier build leaves `tables/`, then this build enters it (lake/src/retirement.rs).
     gpuledger_lake::retirement::settle_after_commit(lake).await;

@@ -174,6 +174,18 @@ pub enum GroupCommitOutcome {
 }
 
 /// A file the catalog lists for scans.
+/// A built day of the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerDay {
+    /// Microseconds: the moment the build read its inputs. Inputs committed after it make the
+    /// hours they touch dirty.
+    pub built_at: i64,
+    /// The format of the ledger tables the day was built in (the build's `LEDGER_FORMAT`).
+    pub format: i64,
+    /// The batch that holds the day's `gpu_hours`, `cost_entries` and `allocations`.
+    pub batch_id: String,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileEntry {
     pub path: String,
@@ -809,24 +821,33 @@ impl Catalog {
         rows.iter().map(file_from_row).collect()
     }
 
-    /// Built ledger days (`YYYY-MM-DD`) and when each was built.
-    pub async fn ledger_days(&self) -> Result<std::collections::BTreeMap<String, i64>> {
-        let rows = sqlx::query("SELECT day, built_at FROM ledger_days")
+    /// Built ledger days (`YYYY-MM-DD`): when and in which format each was built.
+    pub async fn ledger_days(&self) -> Result<std::collections::BTreeMap<String, LedgerDay>> {
+        let rows = sqlx::query("SELECT day, built_at, format, batch_id FROM ledger_days")
             .fetch_all(&self.pool)
             .await?;
         rows.iter()
-            .map(|r| Ok((r.try_get("day")?, r.try_get("built_at")?)))
+            .map(|r| {
+                let day = LedgerDay {
+                    built_at: r.try_get("built_at")?,
+                    format: r.try_get("format")?,
+                    batch_id: r.try_get("batch_id")?,
+                };
+                Ok((r.try_get("day")?, day))
+            })
             .collect()
     }
 
-    pub async fn record_ledger_day(&self, day: &str, built_at: i64, batch_id: &str) -> Result<()> {
+    pub async fn record_ledger_day(&self, day: &str, built: &LedgerDay) -> Result<()> {
         sqlx::query(
-            "INSERT INTO ledger_days (day, built_at, batch_id) VALUES ($1, $2, $3)
-             ON CONFLICT (day) DO UPDATE SET built_at = excluded.built_at, batch_id = excluded.batch_id",
+            "INSERT INTO ledger_days (day, built_at, batch_id, format) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (day) DO UPDATE SET built_at = excluded.built_at,
+                 batch_id = excluded.batch_id, format = excluded.format",
         )
         .bind(day)
-        .bind(built_at)
-        .bind(batch_id)
+        .bind(built.built_at)
+        .bind(&built.batch_id)
+        .bind(built.format)
         .execute(&self.pool)
         .await?;
         Ok(())

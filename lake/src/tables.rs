@@ -459,6 +459,8 @@ static GPU_HOURS: LazyLock<SchemaRef> = LazyLock::new(|| {
             "unexplained_seconds",
             "fault_seconds",
             "sm_active",
+            "memory_used_share",
+            "power_w",
             "energy_wh",
             "price_per_hour",
         ]

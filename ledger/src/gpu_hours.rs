@@ -47,6 +47,8 @@ pub struct UsageSample {
     /// SM activity 0–1: one measure, never a blend — `sm_active` where the exporter has it, else
     /// `gr_engine_active`, else `gpu_util` / 100 (see [`usage_measure`]).
     pub sm_active: Option<f64>,
+    /// The share of the framebuffer in use, 0–1 (`fb_used_mib / (fb_used_mib + fb_free_mib)`).
+    pub memory_used_share: Option<f64>,
     pub power_w: Option<f64>,
 }
 
@@ -174,6 +176,10 @@ pub struct GpuHour {
     pub fault_seconds: f64,
     /// Time-weighted over the allocated seconds that had telemetry; `None` when none had.
     pub sm_active: Option<f64>,
+    /// The GPU's framebuffer in use, time-weighted over the row's seconds whose reading had it.
+    pub memory_used_share: Option<f64>,
+    /// The GPU's power draw, time-weighted over the row's seconds whose reading had it.
+    pub power_w: Option<f64>,
     pub energy_wh: f64,
     /// The sum of `class_costs`, exactly.
     pub cost: Money,
@@ -182,13 +188,47 @@ pub struct GpuHour {
     pub class_costs: ClassCosts,
 }
 
-/// A row being filled, with the running SM-activity integral that becomes its average.
+/// A row being filled, with the running integrals that become its averages.
 #[derive(Default)]
 struct RowBuilder {
     row: GpuHour,
-    sm_weighted: f64,
-    sm_seconds: f64,
+    sm_active: TimeWeighted,
+    memory_used_share: TimeWeighted,
+    power_w: TimeWeighted,
     costs: ClassCosts<f64>,
+}
+
+/// The integral of a reading over the seconds it was known, and those seconds.
+#[derive(Default)]
+struct TimeWeighted {
+    integral: f64,
+    seconds: f64,
+}
+
+impl TimeWeighted {
+    fn add(&mut self, value: Option<f64>, seconds: f64) {
+        if let Some(value) = value {
+            self.integral += value * seconds;
+            self.seconds += seconds;
+        }
+    }
+
+    /// `None` when no second had a reading.
+    fn mean(&self) -> Option<f64> {
+        (self.seconds > 0.0).then(|| self.integral / self.seconds)
+    }
+}
+
+impl RowBuilder {
+    /// The whole GPU's reading standing for `seconds` of the row (its framebuffer and power
+    /// are the device's, whoever holds a share of it).
+    fn add_gpu_reading(&mut self, reading: Option<&UsageSample>, seconds: f64) {
+        let power = reading.and_then(|r| r.power_w);
+        self.memory_used_share
+            .add(reading.and_then(|r| r.memory_used_share), seconds);
+        self.power_w.add(power, seconds);
+        self.row.energy_wh += power.unwrap_or(0.0) * seconds / 3600.0;
+    }
 }
 
 impl GpuHour {
@@ -297,7 +337,6 @@ pub fn gpu_hours(
             continue;
         }
         let sample = readings.at(piece.start, gap);
-        let power = sample.and_then(|s| s.power_w);
         let seconds = piece.seconds();
         let price: f64 = timeline
             .prices
@@ -325,10 +364,8 @@ pub fn gpu_hours(
                 .and_then(|s| s.sm_active)
                 .or_else(|| sample.and_then(|s| s.sm_active));
             let builder = rows.get((hour, Some(owner_of_allocation[i]), None));
-            if let Some(v) = sm_active {
-                builder.sm_weighted += v * held;
-                builder.sm_seconds += held;
-            }
+            builder.sm_active.add(sm_active, held);
+            builder.add_gpu_reading(sample, held);
             let entry = &mut builder.row;
             entry.alloc_seconds += held;
             let cost = held * price / 3600.0;
@@ -342,7 +379,6 @@ pub fn gpu_hours(
                     builder.costs.busy += cost;
                 }
             }
-            entry.energy_wh += power.unwrap_or(0.0) * held / 3600.0;
         }
         let free = seconds * (1.0 - total_share.min(1.0));
         if free > 0.0 {
@@ -359,6 +395,7 @@ pub fn gpu_hours(
                     .min()
             };
             let builder = rows.get((hour, None, reason));
+            builder.add_gpu_reading(sample, free);
             let (entry, costs) = (&mut builder.row, &mut builder.costs);
             let cost = free * price / 3600.0;
             let (seconds, class_cost) = match (fault, reason) {
@@ -368,14 +405,15 @@ pub fn gpu_hours(
             };
             *seconds += free;
             *class_cost += cost;
-            entry.energy_wh += power.unwrap_or(0.0) * free / 3600.0;
         }
     }
     rows.into_sorted()
         .map(|((_, owner, reason), b)| {
             let class_costs = b.costs.rounded();
             GpuHour {
-                sm_active: (b.sm_seconds > 0.0).then(|| b.sm_weighted / b.sm_seconds),
+                sm_active: b.sm_active.mean(),
+                memory_used_share: b.memory_used_share.mean(),
+                power_w: b.power_w.mean(),
                 cost: class_costs.total(),
                 class_costs,
                 owner: owner.map(|o| owners[o].clone()),

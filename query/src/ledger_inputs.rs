@@ -374,7 +374,8 @@ pub fn gpu_hour_rows(batch: &RecordBatch) -> Result<Vec<GpuHour>, QueryError> {
         seconds("fault_seconds")?,
         seconds("energy_wh")?,
     );
-    let sm_active = floats(batch, "sm_active")?;
+    let [sm_active, memory_used_share, power_w] =
+        several(batch, floats, ["sm_active", "memory_used_share", "power_w"])?;
     let (total, cost_busy, cost_allocated_idle, cost_reserved, cost_unexplained, cost_fault) = (
         cost("cost")?,
         cost("cost_busy")?,
@@ -407,6 +408,8 @@ pub fn gpu_hour_rows(batch: &RecordBatch) -> Result<Vec<GpuHour>, QueryError> {
             unexplained_seconds: unexplained(row),
             fault_seconds: fault(row),
             sm_active: value(&sm_active, row),
+            memory_used_share: value(&memory_used_share, row),
+            power_w: value(&power_w, row),
             energy_wh: energy(row),
             cost: total(row),
             class_costs: ClassCosts {

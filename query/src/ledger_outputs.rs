@@ -55,6 +55,10 @@ pub fn gpu_hours_batch(rows: &[GpuHour]) -> RecordBatch {
         floats(rows.iter().map(|r| r.unexplained_seconds)),
         floats(rows.iter().map(|r| r.fault_seconds)),
         Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.sm_active))),
+        Arc::new(Float64Array::from_iter(
+            rows.iter().map(|r| r.memory_used_share),
+        )),
+        Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.power_w))),
         floats(rows.iter().map(|r| r.energy_wh)),
         floats(rows.iter().map(GpuHour::price_per_hour)),
         moneys(rows.iter().map(|r| r.cost)),

@@ -46,6 +46,7 @@ fn samples(from_h: i64, to_h: i64, sm_active: f64) -> Vec<UsageSample> {
         .map(|t| UsageSample {
             ts: t * S,
             sm_active: Some(sm_active),
+            memory_used_share: None,
             power_w: Some(400.0),
         })
         .collect()

@@ -57,6 +57,7 @@ fn samples(
     (from_s..to_s).step_by(30).map(move |t| UsageSample {
         ts: t * S,
         sm_active: Some(sm_active),
+        memory_used_share: None,
         power_w: Some(power_w),
     })
 }
@@ -239,6 +240,7 @@ fn a_reading_ends_its_time_only_where_no_later_one_takes_over() {
             .map(|&t| UsageSample {
                 ts: t * S,
                 sm_active: Some(0.5),
+                memory_used_share: None,
                 power_w: None,
             })
             .collect()
@@ -265,6 +267,7 @@ fn a_pods_readings_stand_for_the_gap_then_the_gpus_do() {
     let idle = |s: i64| UsageSample {
         ts: s * S,
         sm_active: Some(0.0),
+        memory_used_share: None,
         power_w: Some(50.0),
     };
     let pod = ("ns".to_string(), allocations[0].pod.clone().unwrap());
@@ -283,4 +286,57 @@ fn a_pods_readings_stand_for_the_gap_then_the_gpus_do() {
         (rows[0].class_costs.allocated_idle, rows[0].class_costs.busy),
         (Money::from_f64(0.3), Money::from_f64(3.3))
     );
+}
+
+#[test]
+fn framebuffer_and_power_are_the_gpus_time_weighted_over_each_rows_seconds() {
+    // Team a holds half the GPU 0–1,800 s. The GPU reads every 30 s: 0–1,200 s 40 % of the
+    // framebuffer at 300 W, then 1,200–2,400 s 70 % at 500 W with no framebuffer fields after
+    // 1,800 s. The last reading (2,370 s) stands to 2,490 s (the 120 s gap); then nothing.
+    let allocations = [allocation("a", 0, 1800, 0.5)];
+    let mut t = timeline(&allocations, 3.6);
+    let reading = |s: i64| UsageSample {
+        ts: s * S,
+        sm_active: Some(0.9),
+        memory_used_share: match s {
+            ..1200 => Some(0.4),
+            1200..1800 => Some(0.7),
+            _ => None,
+        },
+        power_w: Some(if s < 1200 { 300.0 } else { 500.0 }),
+    };
+    t.samples = (0..2400).step_by(30).map(reading).collect();
+    let rows = gpu_hours(&t, &ClassifyConfig::default(), owner);
+    // The unallocated row comes first (no owner).
+    let [free, team] = &rows[..] else {
+        panic!("two rows: {rows:?}")
+    };
+    assert_eq!(team.owner.as_ref().map(|o| o.team.as_str()), Some("a"));
+    assert_eq!(free.owner, None);
+    // Team a: half of 0–1,800 s, i.e. 600 s at 40 % / 300 W and 300 s at 70 % / 500 W:
+    // memory (0.4 × 600 + 0.7 × 300) / 900 = 0.5, power (300 × 600 + 500 × 300) / 900 = 366.67 W.
+    assert!(close(team.memory_used_share.unwrap(), 0.5));
+    assert!(close(team.power_w.unwrap(), 1100.0 / 3.0));
+    assert!(close(team.energy_wh, 330_000.0 / 3600.0));
+    // The free part: the other half of 0–1,800 s, then all of 1,800–2,490 s (690 s at 500 W,
+    // none of it with framebuffer fields); 2,490–3,600 s has no reading at all.
+    // Memory over its 900 s with fields: 0.5 as the team's. Power over 1,590 s:
+    // (300 × 600 + 500 × 300 + 500 × 690) / 1,590 = 424.53 W. Energy 675,000 W·s.
+    assert!(close(free.memory_used_share.unwrap(), 0.5));
+    assert!(close(free.power_w.unwrap(), 675_000.0 / 1590.0));
+    assert!(close(free.energy_wh, 675_000.0 / 3600.0));
+    assert!(close(team.seconds() + free.seconds(), 3600.0));
+}
+
+#[test]
+fn no_reading_leaves_framebuffer_and_power_unknown_not_zero() {
+    let allocations = [allocation("a", 0, 3600, 1.0)];
+    let rows = gpu_hours(
+        &timeline(&allocations, 3.6),
+        &ClassifyConfig::default(),
+        owner,
+    );
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].memory_used_share, rows[0].power_w), (None, None));
+    assert_eq!(rows[0].energy_wh, 0.0);
 }

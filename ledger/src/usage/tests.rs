@@ -95,6 +95,7 @@ fn average_agrees_with_the_sm_active_of_gpu_hours() {
             .map(|&(ts, v)| UsageSample {
                 ts,
                 sm_active: Some(v),
+                memory_used_share: None,
                 power_w: None,
             })
             .collect(),
@@ -155,6 +156,7 @@ fn idle_class_agrees_with_gpu_hours_in_every_case() {
                             .map(|v| UsageSample {
                                 ts: 0,
                                 sm_active: Some(v),
+                                memory_used_share: None,
                                 power_w: None,
                             })
                             .into_iter()

@@ -18,7 +18,7 @@ use crate::ledger_inputs::GpuKeys;
 /// more than the ledger itself. Same-series duplicates are merged per GPU, after a sort on time.
 pub(super) const SAMPLE_COLUMNS: &str =
     "cluster, node, gpu_index, mig_instance, gpu_uuid, namespace, pod, container, ts,
-       sm_active, gr_engine_active, gpu_util, power_w";
+       sm_active, gr_engine_active, gpu_util, power_w, fb_used_mib, fb_free_mib";
 
 /// The columns [`XidFold`] reads.
 pub(super) const XID_COLUMNS: &str = "cluster, node, gpu_index, ts, xid_last";
@@ -53,11 +53,7 @@ impl SampleFold {
         )?;
         let mig = int32s(batch, "mig_instance")?;
         let ts = timestamps(batch, "ts")?;
-        let [sm_active, gr_engine_active, gpu_util, power_w] = several(
-            batch,
-            floats,
-            ["sm_active", "gr_engine_active", "gpu_util", "power_w"],
-        )?;
+        let measures = several(batch, floats, RawReading::MEASURES)?;
         // Rows of one GPU and series come in runs: the GPU and the series are looked up once
         // per run, a row that repeats the labels of the row before (equal views) takes its.
         let labels_repeat = |row: usize| {
@@ -80,12 +76,7 @@ impl SampleFold {
             let Some(at) = value(&ts, row) else {
                 continue; // filtered by the query
             };
-            let measures = [
-                value(&sm_active, row),
-                value(&gr_engine_active, row),
-                value(&gpu_util, row),
-                value(&power_w, row),
-            ];
+            let measures = measures.each_ref().map(|m| value(m, row));
             let repeated = last.filter(|&(_, _, kept)| kept + 1 == row && labels_repeat(row));
             let (gpu, series) = match repeated {
                 Some((gpu, series, _)) => (gpu, series),
@@ -211,22 +202,33 @@ struct RawReading {
     series: u32,
     /// Bit `i` is set when `measures[i]` was read.
     present: u8,
-    /// `sm_active`, `gr_engine_active`, `gpu_util`, `power_w`.
-    measures: [f64; 4],
+    /// As [`RawReading::MEASURES`] names them.
+    measures: [f64; 6],
 }
 
 impl RawReading {
+    /// The columns of `gpu_samples` a reading holds, in order.
+    const MEASURES: [&str; 6] = [
+        "sm_active",
+        "gr_engine_active",
+        "gpu_util",
+        "power_w",
+        "fb_used_mib",
+        "fb_free_mib",
+    ];
     const SM_ACTIVE: usize = 0;
     const GR_ENGINE_ACTIVE: usize = 1;
     const GPU_UTIL: usize = 2;
     const POWER_W: usize = 3;
+    const FB_USED_MIB: usize = 4;
+    const FB_FREE_MIB: usize = 5;
 
-    fn new(ts: Micros, series: u32, measures: [Option<f64>; 4]) -> Self {
+    fn new(ts: Micros, series: u32, measures: [Option<f64>; 6]) -> Self {
         let mut reading = Self {
             ts,
             series,
             present: 0,
-            measures: [0.0; 4],
+            measures: [0.0; 6],
         };
         for (i, measure) in measures.into_iter().enumerate() {
             reading.set(i, measure);
@@ -246,6 +248,14 @@ impl RawReading {
             }
             None => self.present &= !(1 << i),
         }
+    }
+
+    /// `fb_used_mib / (fb_used_mib + fb_free_mib)`; unknown without both, or with no
+    /// framebuffer at all.
+    fn memory_used_share(&self) -> Option<f64> {
+        let used = self.get(Self::FB_USED_MIB)?;
+        let total = used + self.get(Self::FB_FREE_MIB)?;
+        (total > 0.0).then(|| used / total)
     }
 
     /// Another row of the same series and time (a sample landed twice, or its families in two
@@ -361,6 +371,7 @@ impl RawGpu {
                     reading.get(RawReading::GR_ENGINE_ACTIVE),
                     reading.get(RawReading::GPU_UTIL),
                 ),
+                memory_used_share: reading.memory_used_share(),
                 power_w: reading.get(RawReading::POWER_W),
             };
             highest_at(&mut telemetry.samples, sample);
@@ -399,6 +410,7 @@ fn highest_at(samples: &mut Vec<UsageSample>, reading: UsageSample) {
     match samples.last_mut() {
         Some(last) if last.ts == reading.ts => {
             last.sm_active = higher(last.sm_active, reading.sm_active);
+            last.memory_used_share = higher(last.memory_used_share, reading.memory_used_share);
             last.power_w = higher(last.power_w, reading.power_w);
         }
         _ => samples.push(reading),

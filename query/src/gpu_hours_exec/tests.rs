@@ -259,6 +259,14 @@ fn xid_readings_fold_to_their_changes() {
 /// (node, GPU index, pod, time, SM activity) rows of `gpu_samples` as the per-GPU step reads
 /// them (text as views); a `None` time is a row the query filtered.
 fn sample_batch(rows: &[(&str, i32, Option<&str>, Option<i64>, f64)]) -> RecordBatch {
+    sample_batch_with_framebuffer(rows, &vec![(None, None); rows.len()])
+}
+
+/// As [`sample_batch`], each row with its (`fb_used_mib`, `fb_free_mib`).
+fn sample_batch_with_framebuffer(
+    rows: &[(&str, i32, Option<&str>, Option<i64>, f64)],
+    framebuffer: &[(Option<f64>, Option<f64>)],
+) -> RecordBatch {
     let text = |values: Vec<Option<&str>>| -> Arc<dyn arrow::array::Array> {
         Arc::new(arrow::array::StringViewArray::from(values))
     };
@@ -307,8 +315,56 @@ fn sample_batch(rows: &[(&str, i32, Option<&str>, Option<i64>, f64)]) -> RecordB
             "power_w",
             Arc::new(Float64Array::from(vec![None; rows.len()])),
         ),
+        (
+            "fb_used_mib",
+            Arc::new(Float64Array::from_iter(framebuffer.iter().map(|f| f.0))),
+        ),
+        (
+            "fb_free_mib",
+            Arc::new(Float64Array::from_iter(framebuffer.iter().map(|f| f.1))),
+        ),
     ];
     RecordBatch::try_from_iter(columns).unwrap()
+}
+
+/// The framebuffer share is taken after a (series, time)'s partial rows merge (an input that
+/// lists each metric family apart lands used and free memory in separate rows); the whole GPU
+/// reads the highest of its series', as for every measure.
+#[test]
+fn framebuffer_share_is_read_from_a_series_merged_rows() {
+    let mut fold = SampleFold::default();
+    let rows = [
+        ("n1", 0, None, Some(30), 0.5),
+        ("n1", 0, None, Some(30), 0.5),
+        ("n1", 0, None, Some(60), 0.5),
+        ("n1", 0, Some("p"), Some(60), 0.5),
+        // Only one of the two fields, and a GPU with no framebuffer at all: unknown.
+        ("n2", 0, None, Some(30), 0.5),
+        ("n2", 0, None, Some(60), 0.5),
+    ];
+    fold.add(&sample_batch_with_framebuffer(
+        &rows,
+        &[
+            (Some(20.0), None),
+            (None, Some(60.0)),
+            (Some(10.0), Some(90.0)),
+            (Some(40.0), Some(60.0)),
+            (Some(10.0), None),
+            (Some(0.0), Some(0.0)),
+        ],
+    ))
+    .unwrap();
+    let telemetry = fold.finish();
+    let shares = |node: &str| -> Vec<(i64, Option<f64>)> {
+        telemetry[&("c".to_string(), node.to_string(), 0)]
+            .samples
+            .iter()
+            .map(|s| (s.ts, s.memory_used_share))
+            .collect()
+    };
+    // 20 / (20 + 60) at 30; at 60 the pod's series (0.4) over the GPU's (0.1).
+    assert_eq!(shares("n1"), [(30, Some(0.25)), (60, Some(0.4))]);
+    assert_eq!(shares("n2"), [(30, None), (60, None)]);
 }
 
 /// A row takes the GPU and series of the row before only when it repeats that row's labels and
