@@ -417,11 +417,11 @@ fn a_build_without_a_range_builds_the_days_with_rows_and_then_nothing() {
     );
 }
 
-#[test]
-fn a_day_built_in_an_older_format_is_built_again_whole() {
-    let ledger = ledgers().remove(0);
-    // n1 GPU 0 reads every 30 s through 10:00–11:00 of 2026-11-02: 30,000 of 80,000 MiB used
-    // at 250 W for the first half hour, 50,000 at 350 W for the second.
+/// n1 GPU 0 of cluster `c` reads every 30 s through 10:00–11:00 of 2026-11-02: 30,000 of
+/// 80,000 MiB of framebuffer used at 250 W for the first half hour, 50,000 at 350 W for the
+/// second. Built, the hour is seen, so it counts whole (no one's): memory (0.375 + 0.625) / 2 =
+/// 0.5 of the framebuffer, power (250 + 350) / 2 = 300 W, 300 Wh.
+pub(crate) fn land_framebuffer_and_power_readings(ledger: &crate::support::Ledger) {
     let hour_ms = 1_793_613_600_000i64;
     let mut text = String::new();
     for ms in (0..3_600_000).step_by(30_000).map(|t| hour_ms + t) {
@@ -444,11 +444,16 @@ fn a_day_built_in_an_older_format_is_built_again_whole() {
     let path = ledger.dir.path().join("readings.prom");
     std::fs::write(&path, text).unwrap();
     ledger.ingest_ok("dcgm", &path, &["--cluster", "c"]);
+}
+
+#[test]
+fn a_day_built_in_an_older_format_is_built_again_whole() {
+    let ledger = ledgers().remove(0);
+    land_framebuffer_and_power_readings(&ledger);
     let built = build_days(&ledger, "2026-11-02", "2026-11-02");
     assert!(built.contains("2026-11-02: 24 hours recomputed"), "{built}");
-    // The hour is seen, so it counts whole (no one's): memory (0.375 + 0.625) / 2 = 0.5 of the
-    // framebuffer, power (250 + 350) / 2 = 300 W, 300 Wh. The last reading's two minutes end
-    // past the hour, where the GPU is not seen.
+    // As the helper works them out; the last reading's two minutes end past the hour, where
+    // the GPU is not seen.
     let hour = "SELECT CAST(hour AS VARCHAR) AS hour, memory_used_share, power_w,
                        round(energy_wh, 6) AS energy_wh
                 FROM gpu_hours";

@@ -656,3 +656,23 @@ fn serve_exports_the_due_week_at_start_and_lists_the_run() {
         [json!({"week": week, "status": "succeeded", "attempts": 1})]
     );
 }
+
+/// The week's framebuffer share and power come from `gpu_hours`, weighted by each row's seconds.
+#[test]
+fn utilization_reads_framebuffer_and_power_from_the_ledger() {
+    let ledger = ledgers().remove(0);
+    crate::ledger::land_framebuffer_and_power_readings(&ledger);
+    run_ok(&ledger, &["ledger", "build"]);
+    let report: Value = serde_json::from_slice(&report(&ledger, "json")).unwrap();
+    // One seen hour: 0.5 of the framebuffer at 300 W (tests/ledger.rs works them out), 0.3 kWh.
+    let utilization = &report["utilization"];
+    assert_eq!(
+        (
+            &utilization["memory_used_share"],
+            &utilization["power_w_avg"],
+            &utilization["energy_kwh"]
+        ),
+        (&json!(0.5), &json!(300.0), &json!(0.3)),
+        "{utilization}"
+    );
+}

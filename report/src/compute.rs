@@ -316,11 +316,17 @@ async fn utilization(ctx: &SessionContext, w: &Window) -> Result<Utilization> {
         allocated: Option<f64>,
         busy: Option<f64>,
         sm_active: Option<f64>,
+        memory: Option<f64>,
+        power: Option<f64>,
         energy_wh: Option<f64>,
         cost: Option<f64>,
         busy_cost: Option<f64>,
         allocated_idle_cost: Option<f64>,
     }
+    // A row's framebuffer share and power are the GPU's over its seconds: the week's are
+    // weighted by the rows' seconds, as SM activity is by their allocated seconds.
+    let seconds = "(busy_seconds + allocated_idle_seconds + reserved_seconds
+                    + unexplained_seconds + fault_seconds)";
     let h: Hours = row(
         ctx,
         &format!(
@@ -328,6 +334,10 @@ async fn utilization(ctx: &SessionContext, w: &Window) -> Result<Utilization> {
                     sum(CASE WHEN alloc_seconds > 0 THEN sm_active * alloc_seconds END)
                         / sum(CASE WHEN alloc_seconds > 0 AND sm_active IS NOT NULL THEN alloc_seconds END)
                         AS sm_active,
+                    sum(memory_used_share * {seconds})
+                        / sum(CASE WHEN memory_used_share IS NOT NULL THEN {seconds} END) AS memory,
+                    sum(power_w * {seconds})
+                        / sum(CASE WHEN power_w IS NOT NULL THEN {seconds} END) AS power,
                     sum(energy_wh) AS energy_wh, sum(cost) AS cost, sum(cost_busy) AS busy_cost,
                     sum(cost_allocated_idle) AS allocated_idle_cost
              FROM gpu_hours WHERE {}",
@@ -335,27 +345,12 @@ async fn utilization(ctx: &SessionContext, w: &Window) -> Result<Utilization> {
         ),
     )
     .await?;
-    #[derive(Deserialize, Default)]
-    struct Samples {
-        memory: Option<f64>,
-        power: Option<f64>,
-    }
-    let s: Samples = row(
-        ctx,
-        &format!(
-            "SELECT avg(fb_used_mib / nullif(fb_used_mib + fb_free_mib, 0)) AS memory,
-                    avg(power_w) AS power
-             FROM gpu_samples WHERE {}",
-            w.filter("ts")
-        ),
-    )
-    .await?;
     Ok(Utilization {
         allocated_gpu_hours: r6(h.allocated.unwrap_or(0.0)),
         busy_gpu_hours: r6(h.busy.unwrap_or(0.0)),
         sm_active: opt(h.sm_active),
-        memory_used_share: opt(s.memory),
-        power_w_avg: opt(s.power),
+        memory_used_share: opt(h.memory),
+        power_w_avg: opt(h.power),
         energy_kwh: r6(h.energy_wh.unwrap_or(0.0) / 1000.0),
         gpu_cost: r6(h.cost.unwrap_or(0.0)),
         busy_cost_share: {

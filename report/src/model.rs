@@ -131,8 +131,10 @@ pub struct Utilization {
     pub busy_gpu_hours: f64,
     /// SM activity averaged over allocated time that has telemetry.
     pub sm_active: Option<f64>,
-    /// Framebuffer used / (used + free), averaged over samples.
+    /// Framebuffer used / (used + free), time-weighted over the GPU time whose readings had it
+    /// (`gpu_hours.memory_used_share`, weighted by each row's seconds).
     pub memory_used_share: Option<f64>,
+    /// Watts, time-weighted likewise (`gpu_hours.power_w`).
     pub power_w_avg: Option<f64>,
     pub energy_kwh: f64,
     /// The cost of all GPU time in the week.
