@@ -1,5 +1,5 @@
 //! The benchmarks' fleet: 1,000 GPUs (125 nodes × 8 H100) × 7 days from 2026-11-02 (ISO week
-//! 2026-W45), telemetry every 15 s (40.3 M samples), ~4 jobs per GPU per day from 6 teams, a
+//! 2026-W45), telemetry every 15 s (40.3 M samples of SM activity, power and framebuffer), ~4 jobs per GPU per day from 6 teams, a
 //! billing line per node per day plus network and storage, warm-pool reservations. Shared by
 //! `build/benches/ledger_build.rs`, `query/benches/sql_peers.rs`,
 //! `query/benches/compaction.rs` (its `write`) and `report/benches/weekly_report.rs` (`#[path]`), so all measure the same data. Telemetry is written straight to Parquet (the text parser has its own
@@ -143,6 +143,7 @@ pub fn telemetry_every(
 ) -> arrow::record_batch::RecordBatch {
     let (mut ts, mut node, mut gpu, mut uuid, mut sm, mut power) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut fb_used, mut fb_free) = (vec![], vec![]);
     for n in nodes {
         for g in 0..GPUS {
             let id = n * GPUS + g;
@@ -168,6 +169,14 @@ pub fn telemetry_every(
                 } else {
                     70.0 + 20.0 * noise
                 });
+                // MiB of an H100's 81,559, whole numbers as the exporter gives them.
+                let used = if busy {
+                    (20_000.0 + 60_000.0 * noise).round()
+                } else {
+                    512.0
+                };
+                fb_used.push(used);
+                fb_free.push(81_559.0 - used);
                 t += step;
             }
         }
@@ -187,6 +196,8 @@ pub fn telemetry_every(
             ),
             ("sm_active", Arc::new(Float64Array::from(sm))),
             ("power_w", Arc::new(Float64Array::from(power))),
+            ("fb_used_mib", Arc::new(Float64Array::from(fb_used))),
+            ("fb_free_mib", Arc::new(Float64Array::from(fb_free))),
         ],
     )
     .unwrap()
