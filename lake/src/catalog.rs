@@ -173,7 +173,6 @@ pub enum GroupCommitOutcome {
     Raced,
 }
 
-/// A file the catalog lists for scans.
 /// A built day of the ledger.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerDay {
@@ -186,6 +185,7 @@ pub struct LedgerDay {
     pub batch_id: String,
 }
 
+/// A file the catalog lists for scans.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileEntry {
     pub path: String,
