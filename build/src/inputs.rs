@@ -8,6 +8,7 @@ use std::sync::Arc;
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Field, Int32Type};
 use datafusion::prelude::SessionContext;
+use gpuledger_lake::tables::GPU_HOUR_SECONDS;
 use gpuledger_ledger::allocation::{Allocation, Event, EventKind, Labels, PodGpus};
 use gpuledger_ledger::build::NodeKey;
 use gpuledger_ledger::time::{MICROS_PER_HOUR, Micros, Span, floor_hour};
@@ -303,9 +304,7 @@ pub async fn gpu_seconds(
     window: Span,
 ) -> Result<BTreeMap<(Micros, String, String), f64>, BuildError> {
     let sql = format!(
-        "SELECT date_trunc('day', hour) AS day, cluster, node,
-                sum(busy_seconds + allocated_idle_seconds + reserved_seconds + unexplained_seconds
-                    + fault_seconds) AS seconds
+        "SELECT date_trunc('day', hour) AS day, cluster, node, sum({GPU_HOUR_SECONDS}) AS seconds
          FROM gpu_hours WHERE hour >= {} AND hour < {} GROUP BY 1, 2, 3",
         ts_literal(window.start),
         ts_literal(window.end)

@@ -432,6 +432,11 @@ pub fn batch_with_columns(
     arrow::record_batch::RecordBatch::try_new(schema, arrays)
 }
 
+/// A `gpu_hours` row's seconds, whatever their class, as SQL over the table (the ledger's
+/// `GpuHour::seconds`).
+pub const GPU_HOUR_SECONDS: &str = "(busy_seconds + allocated_idle_seconds + reserved_seconds \
+     + unexplained_seconds + fault_seconds)";
+
 static GPU_HOURS: LazyLock<SchemaRef> = LazyLock::new(|| {
     let mut fields = vec![
         Field::new("hour", timestamp(), false),

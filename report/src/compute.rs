@@ -9,6 +9,7 @@ use chrono::{Datelike, NaiveDate};
 use datafusion::prelude::SessionContext;
 use gpuledger_build::{Declared, balance, declared, ts_literal};
 use gpuledger_lake::Lake;
+use gpuledger_lake::tables::GPU_HOUR_SECONDS;
 use gpuledger_ledger::journal::Balance as LedgerBalance;
 use gpuledger_query::columns::records;
 use gpuledger_query::new_session;
@@ -325,8 +326,6 @@ async fn utilization(ctx: &SessionContext, w: &Window) -> Result<Utilization> {
     }
     // A row's framebuffer share and power are the GPU's over its seconds: the week's are
     // weighted by the rows' seconds, as SM activity is by their allocated seconds.
-    let seconds = "(busy_seconds + allocated_idle_seconds + reserved_seconds
-                    + unexplained_seconds + fault_seconds)";
     let h: Hours = row(
         ctx,
         &format!(
@@ -334,10 +333,10 @@ async fn utilization(ctx: &SessionContext, w: &Window) -> Result<Utilization> {
                     sum(CASE WHEN alloc_seconds > 0 THEN sm_active * alloc_seconds END)
                         / sum(CASE WHEN alloc_seconds > 0 AND sm_active IS NOT NULL THEN alloc_seconds END)
                         AS sm_active,
-                    sum(memory_used_share * {seconds})
-                        / sum(CASE WHEN memory_used_share IS NOT NULL THEN {seconds} END) AS memory,
-                    sum(power_w * {seconds})
-                        / sum(CASE WHEN power_w IS NOT NULL THEN {seconds} END) AS power,
+                    sum(memory_used_share * {GPU_HOUR_SECONDS})
+                        / sum(CASE WHEN memory_used_share IS NOT NULL THEN {GPU_HOUR_SECONDS} END) AS memory,
+                    sum(power_w * {GPU_HOUR_SECONDS})
+                        / sum(CASE WHEN power_w IS NOT NULL THEN {GPU_HOUR_SECONDS} END) AS power,
                     sum(energy_wh) AS energy_wh, sum(cost) AS cost, sum(cost_busy) AS busy_cost,
                     sum(cost_allocated_idle) AS allocated_idle_cost
              FROM gpu_hours WHERE {}",
