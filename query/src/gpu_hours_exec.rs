@@ -100,7 +100,7 @@ pub async fn gpu_hours(
             let range = node_range(works);
             let samples = format!(
                 "SELECT {} FROM gpu_samples WHERE {} AND {range}",
-                telemetry::SAMPLE_COLUMNS,
+                *telemetry::SAMPLE_COLUMNS,
                 gpu_rows(samples)
             );
             let xid = format!(

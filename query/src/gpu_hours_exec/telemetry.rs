@@ -1,6 +1,7 @@
 //! Folds a group's `gpu_samples` rows into each GPU's readings, as the per-GPU step needs them.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use arrow::array::RecordBatch;
 use datafusion::common::{DataFusionError, Result as DfResult};
@@ -13,12 +14,17 @@ use super::GpuKey;
 use crate::columns::{floats, int32s, same_as_before, several, strings, text, timestamps, value};
 use crate::ledger_inputs::GpuKeys;
 
-/// The columns [`SampleFold`] reads. The rows come as they lie in the files (sorted by series
-/// and time within each): no GROUP BY or ORDER BY over string columns in the engine, which cost
-/// more than the ledger itself. Same-series duplicates are merged per GPU, after a sort on time.
-pub(super) const SAMPLE_COLUMNS: &str =
-    "cluster, node, gpu_index, mig_instance, gpu_uuid, namespace, pod, container, ts,
-       sm_active, gr_engine_active, gpu_util, power_w, fb_used_mib, fb_free_mib";
+/// The columns [`SampleFold`] reads: a reading's labels and time, and its measures. The rows
+/// come as they lie in the files (sorted by series and time within each): no GROUP BY or ORDER
+/// BY over string columns in the engine, which cost more than the ledger itself. Same-series
+/// duplicates are merged per GPU as its sorted runs are merged.
+pub(super) static SAMPLE_COLUMNS: LazyLock<String> = LazyLock::new(|| {
+    ["cluster", "node", "gpu_index", "mig_instance", "gpu_uuid"]
+        .into_iter()
+        .chain(["namespace", "pod", "container", "ts"])
+        .chain(RawReading::MEASURES)
+        .join(", ")
+});
 
 /// The columns [`XidFold`] reads.
 pub(super) const XID_COLUMNS: &str = "cluster, node, gpu_index, ts, xid_last";
