@@ -3,14 +3,11 @@
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, StringArray, TimestampMicrosecondArray};
-use gpuledger_lake::catalog::NewBatch;
 use gpuledger_lake::tables::{Table, batch_with_columns};
-use gpuledger_lake::writer::TableWriter;
 use gpuledger_lake::{Lake, LakeConfig};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::json;
 
-use crate::support::{Ledger, ledgers, shared};
+use crate::support::{Ledger, commit_without_columns, ledgers, shared};
 
 #[test]
 fn litellm_payloads_land_and_a_request_counts_once_across_files() {
@@ -133,36 +130,13 @@ async fn land_file_without_the_build_columns(ledger: &Ledger) {
         ],
     )
     .unwrap();
-    let schema = current.schema();
-    let before: Vec<usize> = (0..schema.fields().len())
-        .filter(|&i| !["model_version", "quantization"].contains(&schema.field(i).name().as_str()))
-        .collect();
-    let old = current.project(&before).unwrap();
-
-    let mut writer = TableWriter::new(Arc::clone(lake.store()), "old-schema");
-    let files = writer.write(Table::TokenUsage, &old).await.unwrap();
-    let file = ledger.data_dir().join(files[0].staged().as_ref());
-    let written =
-        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(file).unwrap()).unwrap();
-    let columns: Vec<&str> = written
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().as_str())
-        .collect();
-    assert_eq!(columns.len(), schema.fields().len() - 2);
-    assert!(!columns.contains(&"model_version") && !columns.contains(&"quantization"));
-    let batch = NewBatch {
-        batch_id: "old-schema".into(),
-        source: "tokens".into(),
-        origin: "written before model_version and quantization".into(),
-        content_hash: "old-schema".into(),
-        idempotency_key: None,
-        records_read: 1,
-        started_at: 0,
-    };
-    lake.catalog()
-        .commit_batch(&batch, &files, &[])
-        .await
-        .unwrap();
+    commit_without_columns(
+        &lake,
+        &ledger.data_dir(),
+        Table::TokenUsage,
+        &current,
+        &["model_version", "quantization"],
+        "tokens",
+    )
+    .await;
 }

@@ -2,17 +2,12 @@
 
 use std::fmt::Write as _;
 
-use std::sync::Arc;
-
-use arrow::array::RecordBatch;
-use arrow::datatypes::Schema;
-use gpuledger_lake::catalog::{LedgerDay, NewBatch};
+use gpuledger_lake::catalog::LedgerDay;
 use gpuledger_lake::tables::Table;
-use gpuledger_lake::writer::TableWriter;
 use gpuledger_lake::{Lake, LakeConfig};
 
 use crate::golden::{build_days, load_worked_example, run_ok};
-use crate::support::{describe, ledgers};
+use crate::support::{Ledger, commit_without_columns, describe, ledgers};
 
 fn direct_and_idle(ledger: &crate::support::Ledger, team: &str) -> (f64, f64) {
     let rows = ledger.sql(&format!(
@@ -454,7 +449,7 @@ pub(crate) fn land_framebuffer_and_power_readings(ledger: &crate::support::Ledge
 
 /// Restates 2026-11-02's `gpu_hours` with a file of the rows as they are, written without
 /// `memory_used_share` and `power_w`, as a release before them wrote it.
-async fn restate_gpu_hours_without_the_framebuffer_and_power(lake: &Lake) {
+async fn restate_gpu_hours_without_the_framebuffer_and_power(ledger: &Ledger, lake: &Lake) {
     let ctx = gpuledger_query::new_session(lake).unwrap();
     let batches = ctx
         .sql("SELECT * FROM gpu_hours")
@@ -464,33 +459,15 @@ async fn restate_gpu_hours_without_the_framebuffer_and_power(lake: &Lake) {
         .await
         .unwrap();
     let rows = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
-    let schema = Table::GpuHours.schema();
-    let (fields, columns): (Vec<_>, Vec<_>) = schema
-        .fields()
-        .iter()
-        .filter(|f| !["memory_used_share", "power_w"].contains(&f.name().as_str()))
-        .map(|f| {
-            let column = rows.column_by_name(f.name()).unwrap();
-            let column = arrow::compute::cast(column, f.data_type()).unwrap();
-            (Arc::clone(f), column)
-        })
-        .unzip();
-    let old = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
-    let mut writer = TableWriter::new(Arc::clone(lake.store()), "ledger-before-format-2");
-    let files = writer.write(Table::GpuHours, &old).await.unwrap();
-    let batch = NewBatch {
-        batch_id: "ledger-before-format-2".into(),
-        source: "ledger".into(),
-        origin: "gpu_hours written before memory_used_share and power_w".into(),
-        content_hash: "ledger-before-format-2".into(),
-        idempotency_key: None,
-        records_read: old.num_rows() as u64,
-        started_at: 0,
-    };
-    lake.catalog()
-        .commit_batch(&batch, &files, &[])
-        .await
-        .unwrap();
+    commit_without_columns(
+        lake,
+        &ledger.data_dir(),
+        Table::GpuHours,
+        &rows,
+        &["memory_used_share", "power_w"],
+        "ledger",
+    )
+    .await;
 }
 
 #[test]
@@ -533,7 +510,9 @@ fn a_day_built_in_an_older_format_is_built_again_whole() {
     runtime
         .block_on(lake.catalog().record_ledger_day("2026-11-02", &older))
         .unwrap();
-    runtime.block_on(restate_gpu_hours_without_the_framebuffer_and_power(&lake));
+    runtime.block_on(restate_gpu_hours_without_the_framebuffer_and_power(
+        &ledger, &lake,
+    ));
     // Until it is built again the older file reads the two columns as NULL, and the report
     // runs on it.
     let old = vec![serde_json::json!({"hour": "2026-11-02T10:00:00Z",

@@ -676,3 +676,62 @@ pub fn cpu_ticks(pid: u32) -> u64 {
     let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
+
+/// Commits `rows` of `table` (any column types the table's cast to) as a file written without
+/// the `missing` columns, as a release before them wrote it; checks the file lacks them. A
+/// ledger table's file restates its day.
+pub async fn commit_without_columns(
+    lake: &gpuledger_lake::Lake,
+    data_dir: &Path,
+    table: gpuledger_lake::tables::Table,
+    rows: &arrow::array::RecordBatch,
+    missing: &[&str],
+    source: &str,
+) {
+    let (fields, columns): (Vec<_>, Vec<_>) = table
+        .schema()
+        .fields()
+        .iter()
+        .filter(|f| !missing.contains(&f.name().as_str()))
+        .map(|f| {
+            let column = rows.column_by_name(f.name()).unwrap();
+            (
+                Arc::clone(f),
+                arrow::compute::cast(column, f.data_type()).unwrap(),
+            )
+        })
+        .unzip();
+    let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+    let old = arrow::array::RecordBatch::try_new(schema, columns).unwrap();
+    let batch_id = format!("{table}-without-{}", missing.join("-"));
+    let mut writer = gpuledger_lake::writer::TableWriter::new(Arc::clone(lake.store()), &batch_id);
+    let files = writer.write(table, &old).await.unwrap();
+    for file in &files {
+        let path = data_dir.join(file.staged().as_ref());
+        let written = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(path).unwrap(),
+        )
+        .unwrap();
+        let columns: Vec<&str> = written
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        assert_eq!(columns.len(), table.schema().fields().len() - missing.len());
+        assert!(missing.iter().all(|m| !columns.contains(m)), "{columns:?}");
+    }
+    let batch = gpuledger_lake::catalog::NewBatch {
+        batch_id: batch_id.clone(),
+        source: source.into(),
+        origin: format!("written before {}", missing.join(" and ")),
+        content_hash: batch_id,
+        idempotency_key: None,
+        records_read: old.num_rows() as u64,
+        started_at: 0,
+    };
+    lake.catalog()
+        .commit_batch(&batch, &files, &[])
+        .await
+        .unwrap();
+}
