@@ -101,6 +101,11 @@ fn land_sm_readings(
         )
         .unwrap();
     }
+    land_dcgm_text(ledger, cluster, &text);
+}
+
+/// Lands dcgm-exporter text for `cluster` through `gpuledger ingest dcgm`.
+fn land_dcgm_text(ledger: &crate::support::Ledger, cluster: &str, text: &str) {
     let path = ledger.dir.path().join("readings.prom");
     std::fs::write(&path, text).unwrap();
     ledger.ingest_ok("dcgm", &path, &["--cluster", cluster]);
@@ -318,10 +323,6 @@ fn late_gateway_requests_resplit_usage_pools() {
     }
 }
 
-/// `ledger build` with no range builds the days with rows: telemetry on two days half a year
-/// apart, events on a third, and a two-day charge (2026-11-04 00:00 → 2026-11-06 00:00) — five
-/// days, not the 212 between the first and the last. Built again with nothing new, it builds
-/// nothing.
 #[test]
 fn a_day_that_fails_to_build_leaves_the_days_before_it_built() {
     // A day is computed while the day before is written: a failure of the later day must not
@@ -366,6 +367,10 @@ fn a_day_that_fails_to_build_leaves_the_days_before_it_built() {
     );
 }
 
+/// `ledger build` with no range builds the days with rows: telemetry on two days half a year
+/// apart, events on a third, and a two-day charge (2026-11-04 00:00 → 2026-11-06 00:00) — five
+/// days, not the 212 between the first and the last. Built again with nothing new, it builds
+/// nothing.
 #[test]
 fn a_build_without_a_range_builds_the_days_with_rows_and_then_nothing() {
     let ledger = ledgers().remove(0);
@@ -442,9 +447,7 @@ pub(crate) fn land_framebuffer_and_power_readings(ledger: &crate::support::Ledge
         )
         .unwrap();
     }
-    let path = ledger.dir.path().join("readings.prom");
-    std::fs::write(&path, text).unwrap();
-    ledger.ingest_ok("dcgm", &path, &["--cluster", "c"]);
+    land_dcgm_text(ledger, "c", &text);
 }
 
 /// Restates 2026-11-02's `gpu_hours` with a file of the rows as they are, written without
