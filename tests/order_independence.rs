@@ -223,9 +223,11 @@ fn scrapes(s: &Scenario, from: i64, to: i64, family_grouped: bool, only: Option<
         "DCGM_FI_PROF_SM_ACTIVE",
         "DCGM_FI_DEV_GPU_UTIL",
         "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_FREE",
         "DCGM_FI_DEV_XID_ERRORS",
     ];
-    let measures = 3;
+    let measures = 5;
     // The scrape at which the fallen GPU raises its XID.
     let falls = s.fallen.map(|(node, gpu, minute)| {
         (
@@ -239,7 +241,11 @@ fn scrapes(s: &Scenario, from: i64, to: i64, family_grouped: bool, only: Option<
         // A stalled GPU reads 14 % utilisation while its SMs are 2 % active.
         1 if sm == 0.02 => "14".into(),
         1 => format!("{}", sm * 100.0),
-        _ => "300".into(),
+        2 => "300".into(),
+        // Framebuffer used and free (MiB of 81,559) follow the activity: cut apart from each
+        // other by a file boundary or a family-grouped order, they still make one share.
+        3 => format!("{}", 512.0 + (sm * 60_000.0).round()),
+        _ => format!("{}", 81_559.0 - 512.0 - (sm * 60_000.0).round()),
     };
     // The first pod running on a GPU at a minute, as dcgm-exporter's pod mapping labels it.
     let pod_on = |node: usize, gpu: usize, minute: i64| {
@@ -549,6 +555,20 @@ async fn case(s: Scenario, d: Delivery) -> Result<(), TestCaseError> {
     }
     build(&reference).await;
     let expected = ledger_tables(&reference).await;
+    // The framebuffer reaches the ledger (else its column would agree by being NULL throughout).
+    let with_memory = new_session(&reference)
+        .unwrap()
+        .sql("SELECT count(memory_used_share) FROM gpu_hours")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let with_memory = arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(
+        with_memory[0].column(0),
+    )
+    .value(0);
+    prop_assert!(with_memory > 0, "{expected}");
 
     let dir = tempfile::tempdir().unwrap();
     let lake = lake_with_nodes(dir.path()).await;
