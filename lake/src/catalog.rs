@@ -260,7 +260,8 @@ pub enum Backend {
 pub struct Catalog {
     pool: AnyPool,
     /// Connections for the reads that must never queue behind a write (authenticating a
-    /// request): SQLite has one writer connection, which a long commit holds.
+    /// request, listing the files a query reads): SQLite has one writer connection, which a
+    /// long commit holds.
     reads: AnyPool,
     backend: Backend,
 }
@@ -789,7 +790,7 @@ impl Catalog {
         .bind(table.name())
         .bind(from.unwrap_or(i64::MIN))
         .bind(to.unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reads)
         .await?;
         rows.iter().map(file_from_row).collect()
     }

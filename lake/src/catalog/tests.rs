@@ -481,9 +481,16 @@ async fn a_lease_has_one_holder_until_it_runs_out_or_is_released() {
     .await;
 }
 
+/// Nor does a query's list of files: a long commit would otherwise stall every scan planned
+/// meanwhile (the weekly report plans some forty).
 #[tokio::test]
-async fn authentication_does_not_wait_for_the_writers() {
+async fn authentication_and_file_listings_do_not_wait_for_the_writers() {
     each_catalog(async |catalog| {
+        let landed = [file(Table::TokenUsage, "b1", 1, None, 10, (100, 200))];
+        catalog
+            .commit_batch(&batch("b1", "h1", None), &landed, &[])
+            .await
+            .unwrap();
         let token = TokenRecord {
             id: "t1".into(),
             name: "reader".into(),
@@ -512,6 +519,15 @@ async fn authentication_does_not_wait_for_the_writers() {
         .expect("authentication waited for the writers")
         .unwrap();
         assert_eq!(found, Some(token));
+        let listed = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            catalog.active_files(Table::TokenUsage, None, None),
+        )
+        .await
+        .expect("the file listing waited for the writers")
+        .unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].path, landed[0].path.to_path().to_string());
         for tx in writers {
             tx.rollback().await.unwrap();
         }
