@@ -178,6 +178,17 @@ impl InferenceCapacityTable {
             None,
         )?
         .filter(col("model").eq(lit(self.model.clone())))?
+        .project(
+            [
+                "start_time",
+                "end_time",
+                "namespace",
+                "workload",
+                "pod",
+                "share",
+            ]
+            .map(col),
+        )?
         .build()?;
         let mut replicas = Vec::new();
         for batch in run(state, plan).await? {
@@ -329,6 +340,7 @@ impl GpuFitTable {
                         .gt(lit(0.0)),
                 ),
             )?
+            .project(["cluster", "node", "gpu_index"].map(col))?
             .build()?;
         let mut taken = BTreeSet::new();
         for batch in run(state, plan).await? {

@@ -212,6 +212,18 @@ impl SpotSavingsTable {
                 ),
             ),
         )?
+        .project(
+            [
+                "resource_id",
+                "charge_period_start",
+                "charge_period_end",
+                "pricing_category",
+                "charge_description",
+                "effective_cost",
+                "list_cost",
+            ]
+            .map(col),
+        )?
         .build()?;
         let mut lines = Vec::new();
         for batch in run(state, plan).await? {

@@ -176,13 +176,32 @@ pub(super) async fn training_runs(
     Ok(runs)
 }
 
+/// The text columns of an event that the fold reads (the scan reads these and four more, not the
+/// table's other columns).
+const EVENT_TEXT: [&str; 9] = [
+    "event",
+    "cluster",
+    "node",
+    "namespace",
+    "workload",
+    "pod",
+    "reason",
+    "team",
+    "workload_type",
+];
+
 async fn fold_runs(
     state: &dyn Session,
     scheduler_events: &Arc<dyn TableProvider>,
     bounds: &(ScalarValue, ScalarValue),
 ) -> DfResult<TrainingRuns> {
+    let read = ["ts", "samples", "tokens", "gpus"]
+        .into_iter()
+        .chain(EVENT_TEXT)
+        .map(col);
     let plan = scan_window("scheduler_events", scheduler_events, "ts", bounds)?
         .filter(col("workload").is_not_null().and(col("pod").is_not_null()))?
+        .project(read)?
         .sort(vec![
             col("ts").sort(true, false),
             same_instant_order()?.sort(true, false),
@@ -201,21 +220,7 @@ async fn fold_runs(
             reason,
             team,
             workload_type,
-        ] = several(
-            &batch,
-            strings,
-            [
-                "event",
-                "cluster",
-                "node",
-                "namespace",
-                "workload",
-                "pod",
-                "reason",
-                "team",
-                "workload_type",
-            ],
-        )?;
+        ] = several(&batch, strings, EVENT_TEXT)?;
         let (samples, tokens) = (integers(&batch, "samples")?, integers(&batch, "tokens")?);
         let gpus = floats(&batch, "gpus")?;
         for row in 0..batch.num_rows() {
