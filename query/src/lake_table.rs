@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
@@ -17,6 +18,7 @@ use datafusion::common::{Result as DfResult, ScalarValue, internal_datafusion_er
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::physical_plan::{
     FileGroup, FileScanConfig, FileScanConfigBuilder, ParquetSource,
 };
@@ -30,11 +32,14 @@ use datafusion::physical_expr::{PhysicalExpr, expressions};
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use datafusion::physical_plan::union::UnionExec;
-use datafusion::physical_plan::{ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions};
+use datafusion::physical_plan::{
+    ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions, collect,
+};
 use gpuledger_lake::Catalog;
 use gpuledger_lake::catalog::FileEntry;
 use gpuledger_lake::tables::Table;
 
+use crate::decoded_files::DecodedFiles;
 use crate::error::to_df;
 
 #[derive(Debug)]
@@ -158,9 +163,65 @@ impl TableProvider for LakeTable {
 }
 
 impl LakeTable {
+    /// The scan of `files`: of the session's [`DecodedFiles`] those it holds (or now decodes),
+    /// of their Parquet the rest.
+    async fn read(
+        &self,
+        state: &dyn Session,
+        files: Vec<FileEntry>,
+        projection: Option<Vec<usize>>,
+        limit: Option<usize>,
+        filter_rows: bool,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let memo = state.config().get_extension::<DecodedFiles>();
+        let wanted = projection
+            .clone()
+            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
+        let Some(memo) = memo.filter(|memo| memo.keeps(self.table) && !wanted.is_empty()) else {
+            return self
+                .read_parquet(state, files, projection, limit, filter_rows)
+                .await;
+        };
+        let schema = Arc::new(self.schema.project(&wanted)?);
+        let mut decoded = Vec::new();
+        let mut undecoded = Vec::new();
+        for file in files {
+            let decode = |missing| async {
+                let scan = self
+                    .read_parquet(state, vec![file.clone()], Some(missing), None, false)
+                    .await?;
+                collect(scan, state.task_ctx()).await
+            };
+            match memo
+                .columns(&file.path, &self.schema, &wanted, decode)
+                .await?
+            {
+                Some(columns) => decoded.push(RecordBatch::try_new(Arc::clone(&schema), columns)?),
+                None => undecoded.push(file),
+            }
+        }
+        let mut parts = Vec::new();
+        if !decoded.is_empty() {
+            let partitions = state.config().target_partitions().clamp(1, decoded.len());
+            let mut groups = vec![Vec::new(); partitions];
+            for (i, batch) in decoded.into_iter().enumerate() {
+                groups[i % partitions].push(batch);
+            }
+            let memory = MemorySourceConfig::try_new(&groups, schema, None)?.with_limit(limit);
+            parts.push(DataSourceExec::from_data_source(memory) as Arc<dyn ExecutionPlan>);
+        }
+        if !undecoded.is_empty() {
+            parts.push(
+                self.read_parquet(state, undecoded, projection, limit, filter_rows)
+                    .await?,
+            );
+        }
+        UnionExec::try_new(parts)
+    }
+
     /// The Parquet scan of `files`, spread over the session's partitions; with `filter_rows`,
     /// filters pushed into it are applied by the reader, the cheapest first.
-    async fn read(
+    async fn read_parquet(
         &self,
         state: &dyn Session,
         files: Vec<FileEntry>,
@@ -793,6 +854,107 @@ mod tests {
             .flat_map(|b| b.column(0).as_string_view().iter())
             .collect();
         assert_eq!(nodes, [Some("n1"), Some("n2")]);
+    }
+
+    /// The rows of `sql` in `ctx`, as text.
+    async fn printed(ctx: &datafusion::prelude::SessionContext, sql: &str) -> String {
+        let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+        arrow::util::pretty::pretty_format_batches(&batches)
+            .unwrap()
+            .to_string()
+    }
+
+    /// A session that decodes each file it reads once (as the weekly report's does) answers
+    /// every shape of query as one that reads the Parquet each time: whole files, a range that
+    /// cuts one, a projection, no column, a limit. Asked again it decodes nothing more. Which
+    /// files it reads is still the catalog's answer at each scan: a file landed since is read,
+    /// and files merged away by compaction are not (their merge is). Past its budget, it reads
+    /// the Parquet.
+    #[tokio::test]
+    async fn a_memo_of_decoded_files_answers_as_the_files_do() {
+        let (_dir, lake) = lake_of_two_days().await;
+        let with_memo = |budget| {
+            let ctx = new_session(&lake).unwrap();
+            let memo = Arc::new(DecodedFiles::new(&[Table::GpuSamples], budget));
+            ctx.state_ref()
+                .write()
+                .config_mut()
+                .set_extension(Arc::clone(&memo));
+            (ctx, memo)
+        };
+        let plain = new_session(&lake).unwrap();
+        let (decoded, memo) = with_memo(1 << 30);
+        let queries = [
+            "select count(*) as n, sum(power_w) as watts from gpu_samples",
+            "select ts, node, power_w from gpu_samples \
+             where ts >= '2026-11-02T06:00:00Z' and ts < '2026-11-03T12:00:00Z' order by ts",
+            "select * from gpu_samples order by ts",
+            "select count(*) as n from gpu_samples where ts < '2026-11-03'",
+            "select power_w from gpu_samples order by ts desc limit 2",
+        ];
+        let expected = [
+            // 0 + 6 + 12 + 18 + 24 + 36 watts.
+            "| 6 | 96.0  |",
+            "| 2026-11-03T00:00:00Z | n1   | 24.0    |",
+            "| 36.0    |",
+        ];
+        let mut answers = Vec::new();
+        for sql in queries {
+            let answer = printed(&decoded, sql).await;
+            assert_eq!(answer, printed(&plain, sql).await, "{sql}");
+            answers.push(answer);
+        }
+        for (answer, line) in [&answers[0], &answers[1], &answers[4]].iter().zip(expected) {
+            assert!(answer.contains(line), "{answer} lacks {line}");
+        }
+        assert!(answers[3].contains("| 4 |"), "{}", answers[3]);
+        let held = memo.held();
+        assert!(held > 0, "the memo decoded nothing");
+        for sql in queries {
+            printed(&decoded, sql).await;
+        }
+        assert_eq!(memo.held(), held, "asked again, the memo decoded more");
+
+        // Another file of the first day, at 03:00 (3 W).
+        let text = format!(
+            "DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",UUID=\"GPU-n1\",Hostname=\"n1\"}} 3 {}\n",
+            DAY_MS + 3 * 3_600_000
+        );
+        let options = gpuledger_ingest::pipeline::IngestOptions::new(
+            gpuledger_ingest::pipeline::Source::Dcgm,
+            gpuledger_ingest::record::ParseContext::new("late.prom", chrono::Utc::now()),
+        );
+        let input = gpuledger_ingest::pipeline::Input::Bytes {
+            origin: "late.prom".into(),
+            bytes: text.into(),
+        };
+        gpuledger_ingest::pipeline::ingest(&lake, input, options)
+            .await
+            .unwrap();
+        let count = queries[0];
+        assert!(printed(&decoded, count).await.contains("| 7 | 99.0  |"));
+        let merged = gpuledger_lake::compaction::compact(&lake, &Default::default())
+            .await
+            .unwrap();
+        assert_eq!(merged.files_merged, 2, "{merged:?}");
+        for sql in queries {
+            assert_eq!(
+                printed(&decoded, sql).await,
+                printed(&plain, sql).await,
+                "{sql}"
+            );
+        }
+        assert!(printed(&decoded, count).await.contains("| 7 | 99.0  |"));
+
+        let (spent, memo) = with_memo(0);
+        for sql in queries {
+            assert_eq!(
+                printed(&spent, sql).await,
+                printed(&plain, sql).await,
+                "{sql}"
+            );
+        }
+        assert_eq!(memo.held(), 0);
     }
 
     /// Samples at 00:00 and 12:00 of 2026-11-02, each in a file of its own, and one at 00:00 the

@@ -2,6 +2,7 @@
 //!
 //! - `columns.rs`: the one way Rust code reads result columns (by name, cast, never a panic);
 //! - `lake_table.rs`: a landed table, its files listed by the catalog and pruned by time;
+//!   `decoded_files.rs`: a session's memo of files decoded once for many questions;
 //! - `system_tables.rs`: `system.files`, `system.ingest_batches`, `system.quarantine`, `system.report_runs`;
 //! - `udf/`: the ledger's SQL functions, one module each, registered by `udf::register_all`;
 //! - `table_functions/`: `team_costs`, `idle_summary`, `recommendations`, `unit_economics`,
@@ -23,6 +24,7 @@
 
 pub mod cancel;
 pub mod columns;
+pub mod decoded_files;
 pub mod distributed;
 pub mod error;
 pub mod focus_export;
