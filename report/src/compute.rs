@@ -3,17 +3,20 @@
 //! `gpuledger ledger check` computes.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
 use std::sync::Arc;
 
 use chrono::{Datelike, NaiveDate};
 use datafusion::prelude::SessionContext;
 use gpuledger_build::{Declared, balance, declared, ts_literal};
 use gpuledger_lake::Lake;
-use gpuledger_lake::tables::GPU_HOUR_SECONDS;
+use gpuledger_lake::tables::{GPU_HOUR_SECONDS, Table};
 use gpuledger_ledger::journal::Balance as LedgerBalance;
 use gpuledger_query::columns::records;
-use gpuledger_query::new_session;
+use gpuledger_query::decoded_files::DecodedFiles;
+use gpuledger_query::distributed::Workers;
 use gpuledger_query::table_functions::TrainingRunsMemo;
+use gpuledger_query::{new_session, runtime};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -24,6 +27,18 @@ use crate::week::IsoWeek;
 const WEEK_SECONDS: f64 = 7.0 * 86_400.0;
 const WEEK_HOURS: f64 = WEEK_SECONDS / 3600.0;
 
+/// The tables whose files a report decodes once: the ledger's and the scheduler events, whose
+/// files are bounded by the fleet's GPUs and jobs (token usage grows with requests: read as is).
+const DECODED_TABLES: [Table; 4] = [
+    Table::GpuHours,
+    Table::CostEntries,
+    Table::Allocations,
+    Table::SchedulerEvents,
+];
+
+/// Past this many bytes of decoded files, a report reads the rest from Parquet each time.
+const DECODED_BUDGET_BYTES: usize = 256 << 20;
+
 /// The report of `week` over `lake`, with `limits` for the tenants section.
 pub async fn weekly_report(
     lake: &Lake,
@@ -31,16 +46,26 @@ pub async fn weekly_report(
     limits: &TenantLimits,
 ) -> Result<WeeklyReport> {
     let ctx = new_session(lake)?;
-    // The training and optimization sections fold the same week's runs.
-    ctx.state_ref()
-        .write()
-        .config_mut()
-        .set_extension(Arc::new(TrainingRunsMemo::default()));
-    let declared = declared(lake.catalog()).await?;
-    let w = Window::of(week);
-    let previous = Window::of(week.previous());
-    // The sections read the same ledger and do not wait on one another: asked together, one's
-    // scan runs while another plans or waits for the catalog.
+    {
+        let state = ctx.state_ref();
+        let mut state = state.write();
+        let config = state.config_mut();
+        // The training and optimization sections fold the same week's runs.
+        config.set_extension(Arc::new(TrainingRunsMemo::default()));
+        // The sections ask about twenty questions of the same week's ledger files: each is
+        // decoded once. On workers the plans name files for them to read instead.
+        if Workers::of_this_process().is_empty() {
+            config.set_extension(Arc::new(DecodedFiles::new(
+                &DECODED_TABLES,
+                DECODED_BUDGET_BYTES,
+            )));
+        }
+    }
+    let declared = Arc::new(declared(lake.catalog()).await?);
+    let w = Arc::new(Window::of(week));
+    let previous = Arc::new(Window::of(week.previous()));
+    // The sections read the same ledger and do not wait on one another: each runs on a task of
+    // its own (`on_task`).
     let (
         this_ue,
         previous_ue,
@@ -54,17 +79,50 @@ pub async fn weekly_report(
         queue,
         training,
     ) = tokio::try_join!(
-        unit_economics(&ctx, &w),
-        unit_economics(&ctx, &previous),
-        utilization(&ctx, &w),
-        idle_classes(&ctx, &previous),
-        async { Ok::<_, ReportError>(balance(lake, &declared, week.span()).await?) },
-        tenants(&ctx, &w, week, limits),
-        team_totals(&ctx, &previous),
-        recommendations(&ctx, &w),
-        capacity(&ctx, &w, &declared),
-        queue(&ctx, &w),
-        training(&ctx, &w),
+        on_task(
+            &ctx,
+            &w,
+            |ctx, w| async move { unit_economics(&ctx, &w).await }
+        ),
+        on_task(&ctx, &previous, |ctx, w| async move {
+            unit_economics(&ctx, &w).await
+        }),
+        on_task(
+            &ctx,
+            &w,
+            |ctx, w| async move { utilization(&ctx, &w).await }
+        ),
+        on_task(&ctx, &previous, |ctx, w| async move {
+            idle_classes(&ctx, &w).await
+        }),
+        {
+            let (lake, declared) = (lake.clone(), Arc::clone(&declared));
+            runtime::run(move |_| async move {
+                Ok::<_, ReportError>(balance(&lake, &declared, week.span()).await?)
+            })
+        },
+        {
+            let limits = limits.clone();
+            on_task(&ctx, &w, move |ctx, w| async move {
+                tenants(&ctx, &w, week, &limits).await
+            })
+        },
+        on_task(&ctx, &previous, |ctx, w| async move {
+            team_totals(&ctx, &w).await
+        }),
+        on_task(
+            &ctx,
+            &w,
+            |ctx, w| async move { recommendations(&ctx, &w).await }
+        ),
+        {
+            let declared = Arc::clone(&declared);
+            on_task(&ctx, &w, move |ctx, w| async move {
+                capacity(&ctx, &w, &declared).await
+            })
+        },
+        on_task(&ctx, &w, |ctx, w| async move { queue(&ctx, &w).await }),
+        on_task(&ctx, &w, |ctx, w| async move { training(&ctx, &w).await }),
     )?;
     let warnings = no_data(&utilization, &b, &w).into_iter().collect();
     let summary = summary(
@@ -125,6 +183,19 @@ fn no_data(utilization: &Utilization, balance: &LedgerBalance, w: &Window) -> Op
             w.from, w.to
         )
     })
+}
+
+/// `section` of the week `w` on a task of its own on the query runtime, so that the sections'
+/// planning and folding, not only their scans, use every core: polled together by one task,
+/// they would take turns on one thread. Dropping the report drops the tasks.
+async fn on_task<T, F, S>(ctx: &SessionContext, w: &Arc<Window>, section: S) -> Result<T>
+where
+    S: FnOnce(SessionContext, Arc<Window>) -> F,
+    F: Future<Output = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let (ctx, w) = (ctx.clone(), Arc::clone(w));
+    runtime::run(move |_| section(ctx, w)).await
 }
 
 /// A week as the SQL literals its queries take.
@@ -733,13 +804,26 @@ async fn recommendations(ctx: &SessionContext, w: &Window) -> Result<Recommendat
         "SELECT * FROM recommendations({}) ORDER BY cost DESC, kind, cluster, node, namespace, workload",
         w.args()
     );
-    let all: Vec<Row> = rows(ctx, &query).await?;
+    #[derive(Deserialize, Default)]
+    struct All {
+        count: Option<u64>,
+        cost: Option<f64>,
+    }
+    // A week holds an action per idle workload (tens of thousands in a large fleet): the report
+    // reads the largest few and the sum of all, not every row.
+    let (count, largest) = (
+        format!(
+            "SELECT count(*) AS count, sum(cost) AS cost FROM recommendations({})",
+            w.args()
+        ),
+        format!("{query} LIMIT {TOP_RECOMMENDATIONS}"),
+    );
+    let (all, top): (All, Vec<Row>) = tokio::try_join!(row(ctx, &count), rows(ctx, &largest))?;
     Ok(Recommendations {
-        total_cost: r6(all.iter().filter_map(|r| r.cost).sum()),
-        count: all.len() as u64,
-        top: all
+        total_cost: r6(all.cost.unwrap_or(0.0)),
+        count: all.count.unwrap_or(0),
+        top: top
             .into_iter()
-            .take(TOP_RECOMMENDATIONS)
             .map(|r| Recommendation {
                 kind: r.kind,
                 owner: r.team.unwrap_or_else(|| "platform".into()),
