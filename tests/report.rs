@@ -676,3 +676,76 @@ fn utilization_reads_framebuffer_and_power_from_the_ledger() {
         "{utilization}"
     );
 }
+
+/// A week with more actions than the report lists: it lists the largest five and counts and sums
+/// all seven. Nodes n1…n7, one GPU each, idle and unallocated for 2026-11-03 10:00–11:00, node
+/// n`k` billed `k`.00 for that hour: seven `unexplained_idle` actions of `k`.00 each, 28.00 in
+/// all; listed n7 down to n3. (Each node is declared with its resource id, as docs/ledger.md's
+/// are, so that its bill is its own.)
+#[test]
+fn the_report_lists_the_largest_actions_and_counts_and_sums_them_all() {
+    let ledger = ledgers().remove(0);
+    let hour_ms = 1_794_045_600_000i64; // 2026-11-03T10:00:00Z
+    let mut text = String::new();
+    let mut billing = String::from(
+        "BillingAccountId,BillingAccountName,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,\
+         ChargePeriodStart,ChargePeriodEnd,ChargeCategory,ChargeClass,ChargeDescription,BilledCost,\
+         EffectiveCost,ListCost,ContractedCost,PricingQuantity,PricingUnit,ProviderName,\
+         PublisherName,InvoiceIssuerName,ServiceCategory,ServiceName,ResourceId,Tags\n",
+    );
+    for k in 1..=7 {
+        for ms in (0..3_600_000).step_by(60_000).map(|t| hour_ms + t) {
+            text += &format!(
+                "DCGM_FI_PROF_SM_ACTIVE{{gpu=\"0\",UUID=\"GPU-n{k}\",Hostname=\"n{k}\"}} 0 {ms}\n"
+            );
+        }
+        billing += &format!(
+            "a,A,USD,2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,2026-11-03T10:00:00Z,\
+             2026-11-03T11:00:00Z,Usage,,n{k},{k}.00,{k}.00,{k}.00,{k}.00,1,Hours,AWS,AWS,AWS,\
+             Compute,Amazon EC2,arn:aws:ec2:us-east-1:1:instance/i-n{k},\"{{\"\"cluster\"\":\"\"c\"\"}}\"\n"
+        );
+    }
+    let nodes: Vec<String> = (1..=7)
+        .map(|k| {
+            format!(
+                "kind: node\nspec: {{cluster: c, node: n{k}, resource_id: i-n{k}, gpu_count: 1, \
+                 gpu_model: NVIDIA L4, capacity_type: on_demand, gpu_cost_share: 1.0}}\n"
+            )
+        })
+        .collect();
+    let objects = ledger.dir.path().join("nodes.yaml");
+    std::fs::write(&objects, nodes.join("---\n")).unwrap();
+    run_ok(&ledger, &["apply", objects.to_str().unwrap()]);
+    let prom = ledger.dir.path().join("idle.prom");
+    std::fs::write(&prom, text).unwrap();
+    ledger.ingest_ok("dcgm", &prom, &["--cluster", "c"]);
+    let csv = ledger.dir.path().join("billing.csv");
+    std::fs::write(&csv, billing).unwrap();
+    ledger.ingest_ok("focus", &csv, &[]);
+    let built = run_ok(&ledger, &["ledger", "build"]);
+    assert!(built.contains("(balanced)"), "{built}");
+    let report: Value = serde_json::from_slice(&report(&ledger, "json")).unwrap();
+    let actions = &report["recommendations"];
+    let listed: Vec<(&str, f64)> = actions["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["node"].as_str().unwrap(), a["cost"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("n7", 7.0),
+            ("n6", 6.0),
+            ("n5", 5.0),
+            ("n4", 4.0),
+            ("n3", 3.0)
+        ],
+        "{actions}"
+    );
+    assert_eq!(
+        (&actions["count"], &actions["total_cost"]),
+        (&json!(7), &json!(28.0)),
+        "{actions}"
+    );
+}

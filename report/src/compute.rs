@@ -799,29 +799,30 @@ async fn recommendations(ctx: &SessionContext, w: &Window) -> Result<Recommendat
         gpu_hours: Option<f64>,
         cost: Option<f64>,
         cost_per_day: Option<f64>,
+        /// Of every action, not only the listed.
+        all_count: u64,
+        all_cost: Option<f64>,
     }
     let query = format!(
         "SELECT * FROM recommendations({}) ORDER BY cost DESC, kind, cluster, node, namespace, workload",
         w.args()
     );
-    #[derive(Deserialize, Default)]
-    struct All {
-        count: Option<u64>,
-        cost: Option<f64>,
-    }
     // A week holds an action per idle workload (tens of thousands in a large fleet): the report
-    // reads the largest few and the sum of all, not every row.
-    let (count, largest) = (
-        format!(
-            "SELECT count(*) AS count, sum(cost) AS cost FROM recommendations({})",
+    // reads the largest few, each with the count and sum of all, not every row.
+    let top: Vec<Row> = rows(
+        ctx,
+        &format!(
+            "SELECT *, count(*) OVER () AS all_count, sum(cost) OVER () AS all_cost
+             FROM recommendations({})
+             ORDER BY cost DESC, kind, cluster, node, namespace, workload LIMIT {TOP_RECOMMENDATIONS}",
             w.args()
         ),
-        format!("{query} LIMIT {TOP_RECOMMENDATIONS}"),
-    );
-    let (all, top): (All, Vec<Row>) = tokio::try_join!(row(ctx, &count), rows(ctx, &largest))?;
+    )
+    .await?;
+    let (count, total) = top.first().map_or((0, None), |r| (r.all_count, r.all_cost));
     Ok(Recommendations {
-        total_cost: r6(all.cost.unwrap_or(0.0)),
-        count: all.count.unwrap_or(0),
+        total_cost: r6(total.unwrap_or(0.0)),
+        count,
         top: top
             .into_iter()
             .map(|r| Recommendation {
