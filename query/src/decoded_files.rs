@@ -2,8 +2,8 @@
 //! the same few files. The weekly report asks about twenty of one week's ledger; without the memo
 //! each question opens, decompresses and decodes the same files again (zstd creates a
 //! compression and a decompression context for every column chunk it opens, and a report opens
-//! thousands). With it each file is decoded once, the first time a query reads it, and every
-//! later scan of it reads memory.
+//! thousands). With it each column of a file is decoded once, the first time a query reads it,
+//! and every later scan of it reads memory.
 //!
 //! Lake files are immutable (a restatement writes new files and retires the old ones), so a
 //! decoded file stays true as long as the catalog lists it; which files a scan reads is still the
