@@ -719,8 +719,17 @@ pub async fn balance(
     declared: &Declared,
     window: Span,
 ) -> Result<Balance, BuildError> {
-    let ctx = new_session(lake)?;
-    let billing = inputs::billing(&ctx, window).await?;
+    balance_in(&new_session(lake)?, declared, window).await
+}
+
+/// [`balance`] read through `ctx`, a session over the lake (the weekly report's, which has the
+/// week's ledger files decoded already).
+pub async fn balance_in(
+    ctx: &SessionContext,
+    declared: &Declared,
+    window: Span,
+) -> Result<Balance, BuildError> {
+    let billing = inputs::billing(ctx, window).await?;
     let billed: Money = billing
         .iter()
         .flat_map(|l| by_day(l.effective_cost, l.charge_period, window))
@@ -732,7 +741,7 @@ pub async fn balance(
         .flat_map(|m| by_day(m.amount, m.period, window))
         .map(|(_, a)| a)
         .sum();
-    let seconds = inputs::gpu_seconds(&ctx, window).await?;
+    let seconds = inputs::gpu_seconds(ctx, window).await?;
     // Nodes a build found only in telemetry or events are priced as it prices them.
     let mut nodes = declared.nodes.clone();
     let mut known: BTreeSet<(String, String)> = nodes

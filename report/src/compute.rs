@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use chrono::{Datelike, NaiveDate};
 use datafusion::prelude::SessionContext;
-use gpuledger_build::{Declared, balance, declared, ts_literal};
+use gpuledger_build::{Declared, balance_in, declared, ts_literal};
 use gpuledger_lake::Lake;
 use gpuledger_lake::tables::{GPU_HOUR_SECONDS, Table};
 use gpuledger_ledger::journal::Balance as LedgerBalance;
@@ -96,9 +96,9 @@ pub async fn weekly_report(
             idle_classes(&ctx, &w).await
         }),
         {
-            let (lake, declared) = (lake.clone(), Arc::clone(&declared));
-            runtime::run(move |_| async move {
-                Ok::<_, ReportError>(balance(&lake, &declared, week.span()).await?)
+            let declared = Arc::clone(&declared);
+            on_task(&ctx, &w, move |ctx, _| async move {
+                Ok(balance_in(&ctx, &declared, week.span()).await?)
             })
         },
         {
