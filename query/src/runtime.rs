@@ -56,15 +56,12 @@ impl<T> Drop for AbortOnDrop<T> {
 }
 
 /// Runs the future `work` makes on the query runtime and waits for it. Dropping the returned
-/// future cancels the [`Cancellation`] given to `work` and aborts the task. (A caller with its
-/// own error type, such as the weekly report's sections, gets a panic of the task as its
-/// [`QueryError`].)
-pub async fn run<W, F, T, E>(work: W) -> Result<T, E>
+/// future cancels the [`Cancellation`] given to `work` and aborts the task.
+pub async fn run<W, F, T>(work: W) -> Result<T, QueryError>
 where
     W: FnOnce(Cancellation) -> F,
-    F: Future<Output = Result<T, E>> + Send + 'static,
+    F: Future<Output = Result<T, QueryError>> + Send + 'static,
     T: Send + 'static,
-    E: From<QueryError> + Send + 'static,
 {
     let cancellation = Cancellation::default();
     let mut task = AbortOnDrop {
@@ -73,9 +70,7 @@ where
     };
     match (&mut task.task).await {
         Ok(result) => result,
-        Err(join_error) => {
-            Err(QueryError::from(DataFusionError::ExecutionJoin(Box::new(join_error))).into())
-        }
+        Err(join_error) => Err(DataFusionError::ExecutionJoin(Box::new(join_error)).into()),
     }
 }
 

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use chrono::{Datelike, NaiveDate};
+use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
 use gpuledger_build::{Declared, balance_in, declared, ts_literal};
 use gpuledger_lake::Lake;
@@ -15,8 +16,8 @@ use gpuledger_ledger::journal::Balance as LedgerBalance;
 use gpuledger_query::columns::records;
 use gpuledger_query::decoded_files::DecodedFiles;
 use gpuledger_query::distributed::Workers;
+use gpuledger_query::new_session;
 use gpuledger_query::table_functions::TrainingRunsMemo;
-use gpuledger_query::{new_session, runtime};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -185,17 +186,28 @@ fn no_data(utilization: &Utilization, balance: &LedgerBalance, w: &Window) -> Op
     })
 }
 
-/// `section` of the week `w` on a task of its own on the query runtime, so that the sections'
-/// planning and folding, not only their scans, use every core: polled together by one task,
-/// they would take turns on one thread. Dropping the report drops the tasks.
+/// `section` of the week `w` on a task of its own, so that the sections' planning and folding,
+/// not only their scans, use every core: polled together by one task, they would take turns on
+/// one thread. (The task is the caller's runtime's, as the sections' queries were before: the
+/// query runtime's few threads are the users' queries'.) Dropping the report aborts the tasks.
 async fn on_task<T, F, S>(ctx: &SessionContext, w: &Arc<Window>, section: S) -> Result<T>
 where
     S: FnOnce(SessionContext, Arc<Window>) -> F,
     F: Future<Output = Result<T>> + Send + 'static,
     T: Send + 'static,
 {
-    let (ctx, w) = (ctx.clone(), Arc::clone(w));
-    runtime::run(move |_| section(ctx, w)).await
+    /// Aborts the task when the report stops waiting for it.
+    struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+    impl<T> Drop for AbortOnDrop<T> {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let mut task = AbortOnDrop(tokio::spawn(section(ctx.clone(), Arc::clone(w))));
+    match (&mut task.0).await {
+        Ok(result) => result,
+        Err(join_error) => Err(DataFusionError::ExecutionJoin(Box::new(join_error)).into()),
+    }
 }
 
 /// A week as the SQL literals its queries take.
@@ -799,32 +811,18 @@ async fn recommendations(ctx: &SessionContext, w: &Window) -> Result<Recommendat
         gpu_hours: Option<f64>,
         cost: Option<f64>,
         cost_per_day: Option<f64>,
-        /// Of every action, not only the listed.
-        all_count: u64,
-        all_cost: Option<f64>,
     }
     let query = format!(
         "SELECT * FROM recommendations({}) ORDER BY cost DESC, kind, cluster, node, namespace, workload",
         w.args()
     );
-    // A week holds an action per idle workload (tens of thousands in a large fleet): the report
-    // reads the largest few, each with the count and sum of all, not every row.
-    let top: Vec<Row> = rows(
-        ctx,
-        &format!(
-            "SELECT *, count(*) OVER () AS all_count, sum(cost) OVER () AS all_cost
-             FROM recommendations({})
-             ORDER BY cost DESC, kind, cluster, node, namespace, workload LIMIT {TOP_RECOMMENDATIONS}",
-            w.args()
-        ),
-    )
-    .await?;
-    let (count, total) = top.first().map_or((0, None), |r| (r.all_count, r.all_cost));
+    let all: Vec<Row> = rows(ctx, &query).await?;
     Ok(Recommendations {
-        total_cost: r6(total.unwrap_or(0.0)),
-        count,
-        top: top
+        total_cost: r6(all.iter().filter_map(|r| r.cost).sum()),
+        count: all.len() as u64,
+        top: all
             .into_iter()
+            .take(TOP_RECOMMENDATIONS)
             .map(|r| Recommendation {
                 kind: r.kind,
                 owner: r.team.unwrap_or_else(|| "platform".into()),
