@@ -78,12 +78,11 @@ impl DecodedFiles {
             Arc::clone(files.entry(path.to_string()).or_default())
         };
         let mut columns = file.lock().await;
-        let mut missing: Vec<usize> = wanted
+        let missing: Vec<usize> = wanted
             .iter()
             .copied()
             .filter(|c| !columns.contains_key(c))
             .collect();
-        missing.dedup();
         if !missing.is_empty() {
             if self.held() >= self.budget {
                 return Ok(None);

@@ -202,11 +202,7 @@ impl LakeTable {
         }
         let mut parts = Vec::new();
         if !decoded.is_empty() {
-            let partitions = state.config().target_partitions().clamp(1, decoded.len());
-            let mut groups = vec![Vec::new(); partitions];
-            for (i, batch) in decoded.into_iter().enumerate() {
-                groups[i % partitions].push(batch);
-            }
+            let groups = spread(decoded, state);
             let memory = MemorySourceConfig::try_new(&groups, schema, None)?.with_limit(limit);
             parts.push(DataSourceExec::from_data_source(memory) as Arc<dyn ExecutionPlan>);
         }
@@ -229,12 +225,10 @@ impl LakeTable {
         limit: Option<usize>,
         filter_rows: bool,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let partitions = state.config().target_partitions().max(1);
-        let mut groups: Vec<Vec<PartitionedFile>> = vec![Vec::new(); partitions.min(files.len())];
-        for (i, file) in files.into_iter().enumerate() {
-            let n = groups.len();
-            groups[i % n].push(PartitionedFile::new(file.path, file.bytes as u64));
-        }
+        let files = files
+            .into_iter()
+            .map(|file| PartitionedFile::new(file.path, file.bytes as u64));
+        let groups = spread(files.collect(), state);
         let source = Arc::new(ParquetSource::new(self.schema()));
         let config = FileScanConfigBuilder::new(self.store_url.clone(), source)
             .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
@@ -253,6 +247,20 @@ impl LakeTable {
         }
         format.create_physical_plan(state, config).await
     }
+}
+
+/// `items` (files, or decoded files) dealt in turn over the session's partitions, as many as
+/// there are items at most.
+fn spread<T>(items: Vec<T>, state: &dyn Session) -> Vec<Vec<T>> {
+    let partitions = state
+        .config()
+        .target_partitions()
+        .clamp(1, items.len().max(1));
+    let mut groups: Vec<Vec<T>> = (0..partitions).map(|_| Vec::new()).collect();
+    for (i, item) in items.into_iter().enumerate() {
+        groups[i % partitions].push(item);
+    }
+    groups
 }
 
 /// Times `[from, to)` in microseconds; an end that is `None` is not there.
