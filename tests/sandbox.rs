@@ -1,7 +1,7 @@
 //! The SQL sandbox of `gpuledger serve`, as a hostile read token tries it, over HTTP and the
 //! Postgres wire: statements too deep to plan, queries past their time, functions that build
 //! huge values, predicates that would see another team's rows, engine settings, revoked
-//! tokens and connections that would leak.
+//! tokens, connections that would leak, and REST reads that would skip the query slots.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Output, Stdio};
@@ -145,6 +145,81 @@ fn a_timed_out_query_answers_at_its_limit_and_health_answers_meanwhile() {
         slowest < Duration::from_secs(2),
         "/healthz took {slowest:?}"
     );
+}
+
+/// The REST reads of the lake queue for the query slots users' SQL queues for: with
+/// `--query-concurrency 1` held by a slow query, the weekly report, costs, a table function, the
+/// bill's export, the balance and the budgets wait for it (as `gpuledger_queries_waiting` counts)
+/// and answer after it. Before, each ran at once beside it, so a hundred clients asking for the
+/// report ran a hundred reports at once.
+#[test]
+fn rest_reads_of_the_lake_wait_for_a_query_slot() {
+    let ledger = sqlite_ledger();
+    load_worked_example(&ledger);
+    let reader = ledger.token("read", None);
+    let server = ledger.serve(&["--query-concurrency", "1", "--query-timeout", "4s"]);
+    let gauge = |name: &str| -> i64 {
+        let metrics = server.metrics();
+        let line = metrics
+            .lines()
+            .find(|line| line.starts_with(&format!("gpuledger_{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {metrics}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let wait_for = |name: &str, value: i64| {
+        let started = Instant::now();
+        while gauge(name) != value {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{name} never reached {value}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let reads = [
+        "/v1/reports/weekly/2026-W45",
+        "/v1/costs?from=2026-11-02&to=2026-11-03&aggregate=team",
+        "/v1/idle?from=2026-11-02&to=2026-11-03",
+        "/v1/export/focus?from=2026-11-02&to=2026-11-03",
+        "/v1/ledger/balance?from=2026-11-02&to=2026-11-03",
+        "/v1/budgets",
+    ];
+    // Alone, each answers 200.
+    for path in reads {
+        assert_eq!(
+            server.get_as(&reader, path).status().as_u16(),
+            200,
+            "{path}"
+        );
+    }
+    let slow = "select sum(a.value * b.value) as s from generate_series(1, 100000) a \
+        cross join generate_series(1, 100000) b";
+    std::thread::scope(|scope| {
+        let query = scope.spawn(|| status(&server, &reader, slow));
+        wait_for("queries_running", 1);
+        let waiting: Vec<_> = reads
+            .iter()
+            .map(|&path| {
+                let (server, reader) = (&server, &reader);
+                scope.spawn(move || (path, server.get_as(reader, path).status().as_u16()))
+            })
+            .collect();
+        wait_for("queries_waiting", reads.len() as i64);
+        std::thread::sleep(Duration::from_millis(500));
+        // Checked while the slow query still holds the slot (it runs 4 s).
+        if !query.is_finished() {
+            for read in &waiting {
+                assert!(!read.is_finished(), "a read answered beside the slow query");
+            }
+        }
+        let answer = query.join().unwrap();
+        assert_eq!(answer, (422, "57014".into()));
+        for read in waiting {
+            let (path, status) = read.join().unwrap();
+            assert_eq!(status, 200, "{path}");
+        }
+    });
+    assert_eq!((gauge("queries_running"), gauge("queries_waiting")), (0, 0));
 }
 
 /// A cross join never yields between the batches it emits, so aborting its task alone left a

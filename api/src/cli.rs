@@ -212,7 +212,8 @@ pub struct ServeArgs {
     #[arg(long, env = "GPULEDGER_QUERY_MEMORY_MB", default_value_t = 1024)]
     pub query_memory_mb: usize,
 
-    /// How long one SQL query may run, e.g. 60s or 2m.
+    /// How long one query may run, e.g. 60s or 2m: SQL, and the REST reads of costs, budgets,
+    /// reports, exports and the balance.
     #[arg(long, env = "GPULEDGER_QUERY_TIMEOUT", default_value = "60s")]
     pub query_timeout: humantime::Duration,
 
@@ -220,7 +221,8 @@ pub struct ServeArgs {
     #[arg(long, env = "GPULEDGER_QUERY_MAX_RESULT_MB", default_value_t = 256)]
     pub query_max_result_mb: usize,
 
-    /// SQL queries that run at once; more wait for a turn.
+    /// Queries that run at once (SQL, and the REST reads of costs, budgets, reports, exports
+    /// and the balance); more wait for a turn.
     #[arg(long, env = "GPULEDGER_QUERY_CONCURRENCY", default_value_t = 4)]
     pub query_concurrency: usize,
 

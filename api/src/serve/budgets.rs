@@ -205,6 +205,7 @@ fn parse_at(at: Option<&str>) -> Result<DateTime<Utc>, ApiError> {
         (status = 200, body = Vec<BudgetView>),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The read ran past --query-timeout", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn list(
@@ -212,18 +213,33 @@ pub async fn list(
     principal: Principal,
 ) -> Result<Json<Vec<BudgetView>>, ApiError> {
     principal.require(Permission::Read, "reading budgets")?;
-    let ctx = state.session(&principal)?;
+    let budgets = visible_budgets(&state, &principal).await?;
+    Ok(Json(with_status(&state, &principal, budgets).await?))
+}
+
+/// Each budget with its status now, read in one query slot.
+async fn with_status(
+    state: &AppState,
+    principal: &Principal,
+    budgets: Vec<TypedObject<BudgetSpec>>,
+) -> Result<Vec<BudgetView>, ApiError> {
+    let ctx = state.session(principal)?;
+    let reader = state.clone();
     let now = Utc::now();
-    let mut views = Vec::new();
-    for budget in visible_budgets(&state, &principal).await? {
-        let status = budget_status(&state, &ctx, &budget, now).await?;
-        views.push(BudgetView {
-            name: budget.object.name,
-            spec: budget.object.spec,
-            status,
-        });
-    }
-    Ok(Json(views))
+    state
+        .read(async move {
+            let mut views = Vec::new();
+            for budget in budgets {
+                let status = budget_status(&reader, &ctx, &budget, now).await?;
+                views.push(BudgetView {
+                    name: budget.object.name,
+                    spec: budget.object.spec,
+                    status,
+                });
+            }
+            Ok(views)
+        })
+        .await
 }
 
 /// Create a budget; 409 when one of that name exists (404 when it is another team's).
@@ -263,6 +279,7 @@ pub async fn create(
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The read ran past --query-timeout", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn get(
@@ -272,13 +289,8 @@ pub async fn get(
 ) -> Result<Json<BudgetView>, ApiError> {
     principal.require(Permission::Read, "reading budgets")?;
     let budget = visible_budget(&state, &principal, &name).await?;
-    let ctx = state.session(&principal)?;
-    let status = budget_status(&state, &ctx, &budget, Utc::now()).await?;
-    Ok(Json(BudgetView {
-        name: budget.object.name,
-        spec: budget.object.spec,
-        status,
-    }))
+    let mut views = with_status(&state, &principal, vec![budget]).await?;
+    Ok(Json(views.pop().expect("one budget, one view")))
 }
 
 /// Create or replace a budget.
@@ -344,6 +356,7 @@ pub async fn delete(
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The read ran past --query-timeout", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn budget_status_at(
@@ -356,7 +369,11 @@ pub async fn budget_status_at(
     let at = parse_at(params.at.as_deref())?;
     let budget = visible_budget(&state, &principal, &name).await?;
     let ctx = state.session(&principal)?;
-    Ok(Json(budget_status(&state, &ctx, &budget, at).await?))
+    let reader = state.clone();
+    let status = state
+        .read(async move { budget_status(&reader, &ctx, &budget, at).await })
+        .await?;
+    Ok(Json(status))
 }
 
 /// The alerts recorded for a budget: one per threshold and month it crossed, latest month first.

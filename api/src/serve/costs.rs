@@ -326,6 +326,7 @@ fn group(aggregate: &[String], row: CostRow) -> CostGroup {
         (status = 400, description = "A parameter is invalid: the detail names it", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The read ran past --query-timeout", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn costs(
@@ -336,9 +337,13 @@ pub async fn costs(
     principal.require(Permission::Read, "reading costs")?;
     let query = costs_query(&params)?;
     let ctx = state.session(&principal)?;
+    let asked = query.clone();
+    let rows = state
+        .read(async move { Ok(cost_rows(&ctx, &asked).await?) })
+        .await?;
     let mut windows: Vec<CostWindow> = Vec::new();
     let mut current = None;
-    for row in cost_rows(&ctx, &query).await? {
+    for row in rows {
         let start = row.window_start;
         if current != Some(start) {
             current = Some(start);
@@ -397,7 +402,9 @@ async fn function_rows(
         )));
     }
     let ctx = state.session(principal)?;
-    let batches = table_function_rows(&ctx, name, from, to).await?;
+    let batches = state
+        .read(async move { Ok(table_function_rows(&ctx, name, from, to).await?) })
+        .await?;
     let schema = match batches.first() {
         Some(batch) => batch.schema(),
         None => return Ok(Json(Vec::<serde_json::Value>::new()).into_response()),
@@ -430,6 +437,7 @@ macro_rules! table_function_endpoint {
                 (status = 400, description = $invalid, body = Problem, content_type = "application/problem+json"),
                 (status = 401, body = Problem, content_type = "application/problem+json"),
                 (status = 403, body = Problem, content_type = "application/problem+json"),
+                (status = 422, description = "The read ran past --query-timeout", body = Problem, content_type = "application/problem+json"),
             )
         )]
         pub async fn $name(

@@ -52,6 +52,7 @@ pub struct FocusParams {
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The token may not read, or is limited to one team", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A day the charges cover is not built yet", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The read ran past --query-timeout", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn focus(
@@ -73,7 +74,10 @@ pub async fn focus(
     }
     let format = params.format.unwrap_or(FocusFormat::Csv);
     let ctx = state.session(&principal)?;
-    let batches = focus_allocated(&ctx, state.lake.catalog(), Span::new(from, to)).await?;
+    let catalog = state.lake.catalog().clone();
+    let batches = state
+        .read(async move { Ok(focus_allocated(&ctx, &catalog, Span::new(from, to)).await?) })
+        .await?;
     let mut body = Vec::new();
     write_focus(&mut body, &batches, format)
         .map_err(|error| ApiError::Internal(format!("encoding the FOCUS export: {error}")))?;

@@ -48,6 +48,7 @@ pub struct BalanceReport {
         (status = 400, description = "A missing or malformed date, or a window that is empty or longer than 1,000 days", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The token may not read, or is limited to a team", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The read ran past --query-timeout", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn balance_report(
@@ -73,8 +74,12 @@ pub async fn balance_report(
             "to: at most {MAX_DAYS} days after from"
         )));
     }
-    let lake = &state.lake;
-    let b = balance(lake, &declared(lake.catalog()).await?, Span::new(from, to)).await?;
+    let lake = state.lake.clone();
+    let b = state
+        .read(async move {
+            Ok(balance(&lake, &declared(lake.catalog()).await?, Span::new(from, to)).await?)
+        })
+        .await?;
     Ok(Json(BalanceReport {
         from: params.from,
         to: params.to,

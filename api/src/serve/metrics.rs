@@ -42,6 +42,10 @@ pub struct Metrics {
     pub records_rejected: Family<SourceLabel, Counter>,
     pub scrapes: Family<ScrapeLabel, Counter>,
     pub query_seconds: Family<OutcomeLabel, Histogram>,
+    /// Queries (SQL, and REST reads of the lake) holding a query slot.
+    pub queries_running: Gauge,
+    /// Queries waiting for a query slot (`--query-concurrency`).
+    pub queries_waiting: Gauge,
     /// Per committed ingest input: how many inputs its catalog transaction committed (group
     /// commit; 1 when it was committed alone).
     pub ingest_group_inputs: Histogram,
@@ -97,8 +101,20 @@ impl Metrics {
         });
         registry.register(
             "query_duration_seconds",
-            "SQL query latency (HTTP and Postgres wire), by outcome",
+            "Query latency in a query slot (SQL over HTTP and the Postgres wire, and the REST reads of costs, budgets, reports, exports and the balance), by outcome",
             query_seconds.clone(),
+        );
+        let queries_running = Gauge::default();
+        registry.register(
+            "queries_running",
+            "Queries holding one of the --query-concurrency slots",
+            queries_running.clone(),
+        );
+        let queries_waiting = Gauge::default();
+        registry.register(
+            "queries_waiting",
+            "Queries waiting for one of the --query-concurrency slots",
+            queries_waiting.clone(),
         );
         let ingest_group_inputs = Histogram::new(exponential_buckets(1.0, 2.0, 12));
         registry.register(
@@ -154,6 +170,8 @@ impl Metrics {
             records_rejected,
             scrapes,
             query_seconds,
+            queries_running,
+            queries_waiting,
             ingest_group_inputs,
             report_runs,
             budget_alerts,
@@ -233,6 +251,18 @@ impl Metrics {
         if report.group_inputs > 0 {
             self.ingest_group_inputs.observe(report.group_inputs as f64);
         }
+    }
+
+    /// Counts one more in `gauge` until the guard is dropped (also when the request is).
+    pub fn one_more(gauge: &Gauge) -> impl Drop {
+        struct Counted(Gauge);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.dec();
+            }
+        }
+        gauge.inc();
+        Counted(gauge.clone())
     }
 
     pub fn observe_query(&self, seconds: f64, ok: bool) {

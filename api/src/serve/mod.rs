@@ -50,7 +50,7 @@ use datafusion::prelude::SessionContext;
 use gpuledger_ingest::pipeline::{GroupCommit, GroupLimits, InputLimits, Limit};
 use gpuledger_lake::Lake;
 use gpuledger_query::user_query::{QueryLimits, QueryResult};
-use gpuledger_query::{QueryError, Scope, SessionOptions, new_session_with};
+use gpuledger_query::{QueryError, Scope, SessionOptions, new_session_with, runtime};
 use tokio::sync::Semaphore;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
@@ -168,17 +168,46 @@ impl AppState {
         &self,
         query: impl Future<Output = Result<QueryResult, QueryError>>,
     ) -> Result<QueryResult, ApiError> {
+        self.in_query_slot(async { Ok(query.await?) }).await
+    }
+
+    /// Runs the lake reads of a REST endpoint (costs, budgets, reports, exports, the balance)
+    /// as users' SQL runs: in one of the query slots, on the query runtime, within
+    /// `--query-timeout`, timed in the metrics. Without this, concurrent requests for the
+    /// weekly report each ran at once on the threads that answer `/healthz`.
+    pub async fn read<T>(
+        &self,
+        work: impl Future<Output = Result<T, ApiError>> + Send + 'static,
+    ) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+    {
+        let limit = self.sql.limits.timeout;
+        self.in_query_slot(async move {
+            runtime::run_within(limit, |_| async move { Ok(work.await) }).await?
+        })
+        .await
+    }
+
+    /// The one queue of the query slots (`--query-concurrency`).
+    async fn in_query_slot<T>(
+        &self,
+        work: impl Future<Output = Result<T, ApiError>>,
+    ) -> Result<T, ApiError> {
+        let waiting = Metrics::one_more(&self.metrics.queries_waiting);
         let _slot = self
             .sql
             .slots
             .acquire()
             .await
             .map_err(|_| ApiError::Unavailable)?;
+        drop(waiting);
+        let _running = Metrics::one_more(&self.metrics.queries_running);
         let started = Instant::now();
-        let result = query.await;
+        let result = work.await;
         self.metrics
             .observe_query(started.elapsed().as_secs_f64(), result.is_ok());
-        Ok(result?)
+        result
     }
 }
 

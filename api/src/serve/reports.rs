@@ -7,6 +7,7 @@ use axum::http::HeaderValue;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, SecondsFormat, Utc};
+use futures::TryFutureExt;
 use gpuledger_report::{Format, IsoWeek, TenantLimits, weekly_report};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -64,6 +65,7 @@ fn whole_fleet(principal: &Principal) -> Result<(), ApiError> {
         (status = 404, description = "The year has no such week (week 53 of a 52-week year)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The token may not read, or is limited to one team", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The read ran past --query-timeout", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn weekly(
@@ -86,12 +88,16 @@ pub async fn weekly(
         ReportFormat::Html => Format::Html,
         ReportFormat::Md => Format::Markdown,
     };
-    let report = async {
-        let limits = TenantLimits::declared(&state.lake).await?;
-        weekly_report(&state.lake, week, &limits).await
-    }
-    .await
-    .map_err(|e| ApiError::Internal(format!("weekly report {week}: {e}")))?;
+    let lake = state.lake.clone();
+    let report = state
+        .read(
+            async move {
+                let limits = TenantLimits::declared(&lake).await?;
+                weekly_report(&lake, week, &limits).await
+            }
+            .map_err(move |e| ApiError::Internal(format!("weekly report {week}: {e}"))),
+        )
+        .await?;
     Ok((
         [(
             CONTENT_TYPE,
