@@ -17,6 +17,9 @@
 //! - the **GPU-hour price** is the workload's ledger cost over its allocated GPU-hours.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+use hashbrown::Equivalent;
 
 use crate::time::{MICROS_PER_HOUR, Micros};
 
@@ -122,18 +125,41 @@ struct Workload {
     team: Option<String>,
     training: bool,
     runs: Vec<Run>,
-    /// Index in `runs` of each pod's open run.
-    open: HashMap<String, usize>,
+    /// The next workload of the same name (in another namespace), in `TrainingRuns::workloads`.
+    same_name: Option<usize>,
 }
 
-/// Collects runs from scheduler events fed in time order.
+/// A pod of a workload (its index in `TrainingRuns::workloads`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Pod(usize, Box<str>);
+
+/// A [`Pod`] to look up, without allocating its name; hashes as the `Pod` it names.
+struct PodRef<'a>(usize, &'a str);
+
+impl Hash for PodRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+        self.1.hash(state);
+    }
+}
+
+impl Equivalent<Pod> for PodRef<'_> {
+    fn equivalent(&self, pod: &Pod) -> bool {
+        self.0 == pod.0 && self.1 == &*pod.1
+    }
+}
+
+/// Collects runs from scheduler events fed in time order. A week of a large fleet holds tens of
+/// thousands of workloads (a Kubernetes Job is one), most with one pod and one run: finding an
+/// event's workload and run allocates nothing, and a new run allocates only its strings.
 #[derive(Debug, Default)]
 pub struct TrainingRuns {
     /// In the order first seen; read in key order.
     workloads: Vec<(WorkloadKey, Workload)>,
-    /// Indices in `workloads` by workload name, so that an event finds its workload without
-    /// building a key (a week holds tens of thousands of events and a few hundred workloads).
-    by_name: HashMap<String, Vec<usize>>,
+    /// The first workload of each name in `workloads`; the others follow `same_name`.
+    by_name: hashbrown::HashMap<Box<str>, usize>,
+    /// The index in its workload's `runs` of each pod's open run.
+    open: hashbrown::HashMap<Pod, usize>,
 }
 
 const SUCCESS_REASONS: [&str; 3] = ["finished", "succeeded", "completed"];
@@ -143,7 +169,8 @@ impl TrainingRuns {
         let (Some(name), Some(pod)) = (event.workload, event.pod) else {
             return;
         };
-        let workload = self.workload(event.namespace, name);
+        let index = self.workload(event.namespace, name);
+        let workload = &mut self.workloads[index].1;
         if event.kind == "start" {
             workload.training |= event.workload_type == Some("training");
             if workload.team.is_none() {
@@ -160,16 +187,20 @@ impl TrainingRuns {
                 progress: (0, 0),
                 checkpointed_progress: (0, 0),
             });
-            workload
-                .open
-                .insert(pod.to_string(), workload.runs.len() - 1);
+            let run = workload.runs.len() - 1;
+            match self.open.get_mut(&PodRef(index, pod)) {
+                Some(open) => *open = run,
+                None => {
+                    self.open.insert(Pod(index, pod.into()), run);
+                }
+            }
             return;
         }
         workload.training |= matches!(event.kind, "checkpoint" | "progress");
-        let Some(&index) = workload.open.get(pod) else {
+        let Some(&run) = self.open.get(&PodRef(index, pod)) else {
             return;
         };
-        let run = &mut workload.runs[index];
+        let run = &mut workload.runs[run];
         let ending = match event.kind {
             "checkpoint" => {
                 run.last_checkpoint = Some(event.ts);
@@ -193,29 +224,32 @@ impl TrainingRuns {
         if let Some(ending) = ending {
             run.ending = ending;
             run.end = Some(event.ts);
-            workload.open.remove(pod);
+            self.open.remove(&PodRef(index, pod));
         }
     }
 
-    fn workload(&mut self, namespace: Option<&str>, name: &str) -> &mut Workload {
-        let workloads = &self.workloads;
-        let found = self.by_name.get(name).and_then(|indices| {
-            indices
-                .iter()
-                .copied()
-                .find(|&i| workloads[i].0.0.as_deref() == namespace)
-        });
-        let index = found.unwrap_or_else(|| {
-            let key = (namespace.map(str::to_string), name.to_string());
-            self.workloads.push((key, Workload::default()));
-            let index = self.workloads.len() - 1;
-            self.by_name
-                .entry(name.to_string())
-                .or_default()
-                .push(index);
-            index
-        });
-        &mut self.workloads[index].1
+    /// The index in `workloads` of the workload `name` in `namespace`, added when new.
+    fn workload(&mut self, namespace: Option<&str>, name: &str) -> usize {
+        let first = self.by_name.get(name).copied();
+        let mut next = first;
+        while let Some(index) = next {
+            let (key, workload) = &self.workloads[index];
+            if key.0.as_deref() == namespace {
+                return index;
+            }
+            next = workload.same_name;
+        }
+        let index = self.workloads.len();
+        let key = (namespace.map(str::to_string), name.to_string());
+        self.workloads.push((
+            key,
+            Workload {
+                same_name: first,
+                ..Workload::default()
+            },
+        ));
+        self.by_name.insert(name.into(), index);
+        index
     }
 
     /// The training workloads in key order (the order sums over them run in).
