@@ -79,6 +79,7 @@ pub async fn weekly_report(
         capacity,
         queue,
         training,
+        spot_net_savings,
     ) = tokio::try_join!(
         on_task(
             &ctx,
@@ -124,6 +125,9 @@ pub async fn weekly_report(
         },
         on_task(&ctx, &w, |ctx, w| async move { queue(&ctx, &w).await }),
         on_task(&ctx, &w, |ctx, w| async move { training(&ctx, &w).await }),
+        on_task(&ctx, &w, |ctx, w| async move {
+            spot_net_savings(&ctx, &w).await
+        }),
     )?;
     let warnings = no_data(&utilization, &b, &w).into_iter().collect();
     let summary = summary(
@@ -147,14 +151,12 @@ pub async fn weekly_report(
         inference: inference(&this_ue, &previous_ue),
         tenants,
         optimization: optimization(
-            &ctx,
-            &w,
+            spot_net_savings,
             &utilization.idle,
             &previous_idle,
             &this_ue,
             &previous_ue,
-        )
-        .await?,
+        ),
         utilization,
         balance: Balance {
             billed: r6(b.billed.to_f64()),
@@ -857,14 +859,8 @@ fn slo_met_share(rows: &[ModelRow]) -> Option<f64> {
     (requests > 0).then(|| r6(met as f64 / requests as f64))
 }
 
-async fn optimization(
-    ctx: &SessionContext,
-    w: &Window,
-    idle: &[IdleClass],
-    previous_idle: &[IdleClass],
-    this_ue: &[ModelRow],
-    previous_ue: &[ModelRow],
-) -> Result<Optimization> {
+/// The week's spot savings net of recompute and operations cost; `None` without spot nodes.
+async fn spot_net_savings(ctx: &SessionContext, w: &Window) -> Result<Option<f64>> {
     #[derive(Deserialize, Default)]
     struct Spot {
         net: Option<f64>,
@@ -877,21 +873,31 @@ async fn optimization(
         ),
     )
     .await?;
+    Ok(spot.net)
+}
+
+fn optimization(
+    spot_net_savings: Option<f64>,
+    idle: &[IdleClass],
+    previous_idle: &[IdleClass],
+    this_ue: &[ModelRow],
+    previous_ue: &[ModelRow],
+) -> Optimization {
     let (hours, cost) = waste(idle);
     let (previous_hours, previous_cost) = waste(previous_idle);
     let missed: Vec<f64> = this_ue.iter().filter_map(|r| r.missed_cost).collect();
-    Ok(Optimization {
+    Optimization {
         waste_gpu_hours: r6(hours),
         waste_cost: r6(cost),
         previous_waste_gpu_hours: r6(previous_hours),
         previous_waste_cost: r6(previous_cost),
         reclaimed_gpu_hours: r6(previous_hours - hours),
         reclaimed_cost: r6(previous_cost - cost),
-        spot_net_savings: opt(spot.net),
+        spot_net_savings: opt(spot_net_savings),
         slo_met_share: slo_met_share(this_ue),
         previous_slo_met_share: slo_met_share(previous_ue),
         slo_missed_cost: (!missed.is_empty()).then(|| r6(missed.iter().sum())),
-    })
+    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ use datafusion::functions::expr_fn::coalesce;
 use datafusion::functions_aggregate::expr_fn::sum;
 use datafusion::logical_expr::{Expr, col, lit, when};
 use gpuledger_ledger::training::{Event, Row, TrainingRuns, WorkloadCost};
+use tokio::sync::OnceCell;
 
 use super::support::{
     Computed, computed, floats, integers, money_or_zero, run, scan_window, several, strings, text,
@@ -147,11 +148,13 @@ impl TrainingEconomicsTable {
 
 /// The runs a session has folded, by window: for a session that answers several questions of
 /// one week (the weekly report asks `training_economics` and `spot_savings`), so that the week's
-/// events are read and folded once. Only such a session carries it (see
-/// `gpuledger_report`): a long-lived one, a server's, folds on every call and so sees events
-/// landed since.
+/// events are read and folded once, also when they ask at once (the others wait for the fold).
+/// Only such a session carries it (see `gpuledger_report`): a long-lived one, a server's, folds
+/// on every call and so sees events landed since.
 #[derive(Debug, Default)]
-pub struct TrainingRunsMemo(Mutex<HashMap<(ScalarValue, ScalarValue), Arc<TrainingRuns>>>);
+pub struct TrainingRunsMemo(
+    Mutex<HashMap<(ScalarValue, ScalarValue), Arc<OnceCell<Arc<TrainingRuns>>>>>,
+);
 
 /// The window's scheduler events, in time order, folded into runs (`spot_savings` reads them
 /// too); from the session's [`TrainingRunsMemo`] when it has one.
@@ -160,20 +163,19 @@ pub(super) async fn training_runs(
     scheduler_events: &Arc<dyn TableProvider>,
     bounds: &(ScalarValue, ScalarValue),
 ) -> DfResult<Arc<TrainingRuns>> {
-    let memo = state.config().get_extension::<TrainingRunsMemo>();
-    let remembered = |memo: &TrainingRunsMemo| {
-        let runs = memo.0.lock().unwrap_or_else(PoisonError::into_inner);
-        runs.get(bounds).cloned()
+    let fold = || async {
+        fold_runs(state, scheduler_events, bounds)
+            .await
+            .map(Arc::new)
     };
-    if let Some(runs) = memo.as_deref().and_then(remembered) {
-        return Ok(runs);
-    }
-    let runs = Arc::new(fold_runs(state, scheduler_events, bounds).await?);
-    if let Some(memo) = memo {
-        let mut remembered = memo.0.lock().unwrap_or_else(PoisonError::into_inner);
-        remembered.insert(bounds.clone(), Arc::clone(&runs));
-    }
-    Ok(runs)
+    let Some(memo) = state.config().get_extension::<TrainingRunsMemo>() else {
+        return fold().await;
+    };
+    let window = {
+        let mut windows = memo.0.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(windows.entry(bounds.clone()).or_default())
+    };
+    window.get_or_try_init(fold).await.map(Arc::clone)
 }
 
 /// The text columns of an event that the fold reads (the scan reads these and four more, not the
@@ -292,6 +294,30 @@ mod tests {
 
     use super::*;
 
+    /// A table whose scan yields to the runtime once, as a scan of the lake waits for I/O.
+    #[derive(Debug)]
+    struct YieldingScan(Arc<dyn TableProvider>);
+
+    #[async_trait]
+    impl TableProvider for YieldingScan {
+        fn schema(&self) -> SchemaRef {
+            self.0.schema()
+        }
+        fn table_type(&self) -> datafusion::datasource::TableType {
+            self.0.table_type()
+        }
+        async fn scan(
+            &self,
+            state: &dyn Session,
+            projection: Option<&Vec<usize>>,
+            filters: &[Expr],
+            limit: Option<usize>,
+        ) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+            tokio::task::yield_now().await;
+            self.0.scan(state, projection, filters, limit).await
+        }
+    }
+
     fn bounds(from: i64, to: i64) -> (ScalarValue, ScalarValue) {
         let at = |t| ScalarValue::TimestampMicrosecond(Some(t), Some("UTC".into()));
         (at(from), at(to))
@@ -316,6 +342,16 @@ mod tests {
         let other = training_runs(&state, &events, &bounds(0, 1)).await.unwrap();
         assert!(!Arc::ptr_eq(&first, &other));
         assert_eq!(memo.0.lock().unwrap().len(), 2);
+
+        // Asked at once (the report's training and spot sections), the second waits for the
+        // first's fold instead of folding the same events again.
+        let slow: Arc<dyn TableProvider> = Arc::new(YieldingScan(Arc::clone(&events)));
+        let at_once = bounds(0, 2);
+        let (one, another) = tokio::join!(
+            training_runs(&state, &slow, &at_once),
+            training_runs(&state, &slow, &at_once)
+        );
+        assert!(Arc::ptr_eq(&one.unwrap(), &another.unwrap()));
 
         let plain = SessionStateBuilder::new().build();
         let first = training_runs(&plain, &events, &week).await.unwrap();
