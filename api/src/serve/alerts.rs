@@ -44,7 +44,7 @@ async fn evaluate(state: &AppState, client: &reqwest::Client) -> Result<(), ApiE
     let now = Utc::now();
     let catalog = state.lake.catalog();
     for budget in catalog.objects_of::<BudgetSpec>().await? {
-        let status = budget_status(state, &ctx, &budget, now).await?;
+        let status = budget_status(catalog, &ctx, &budget, now).await?;
         let spec = &budget.spec;
         for threshold in &status.thresholds_crossed {
             let alert = BudgetAlert {

@@ -9,8 +9,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, SecondsFormat, Utc};
 use datafusion::prelude::SessionContext;
-use gpuledger_lake::BudgetAlert;
 use gpuledger_lake::catalog::TypedObject;
+use gpuledger_lake::{BudgetAlert, Catalog};
 use gpuledger_ledger::budget::{BudgetSpec, BudgetState};
 use gpuledger_ledger::objects::{Object, ObjectKind};
 use gpuledger_query::spend;
@@ -129,13 +129,13 @@ fn rounded(value: f64) -> f64 {
 
 /// The status of `budget` at `at`, its spend read through `ctx` (`spend::budget_status`).
 pub(super) async fn budget_status(
-    state: &AppState,
+    catalog: &Catalog,
     ctx: &SessionContext,
     budget: &TypedObject<BudgetSpec>,
     at: DateTime<Utc>,
 ) -> Result<BudgetStatusView, ApiError> {
     let spec = &budget.spec;
-    let (month, figures) = spend::budget_status(ctx, state.lake.catalog(), spec, at)
+    let (month, figures) = spend::budget_status(ctx, catalog, spec, at)
         .await?
         .ok_or_else(|| {
             ApiError::Internal(format!(
@@ -224,13 +224,13 @@ async fn with_status(
     budgets: Vec<TypedObject<BudgetSpec>>,
 ) -> Result<Vec<BudgetView>, ApiError> {
     let ctx = state.session(principal)?;
-    let reader = state.clone();
+    let catalog = state.lake.catalog().clone();
     let now = Utc::now();
     state
         .read(async move {
             let mut views = Vec::new();
             for budget in budgets {
-                let status = budget_status(&reader, &ctx, &budget, now).await?;
+                let status = budget_status(&catalog, &ctx, &budget, now).await?;
                 views.push(BudgetView {
                     name: budget.object.name,
                     spec: budget.object.spec,
@@ -369,9 +369,9 @@ pub async fn budget_status_at(
     let at = parse_at(params.at.as_deref())?;
     let budget = visible_budget(&state, &principal, &name).await?;
     let ctx = state.session(&principal)?;
-    let reader = state.clone();
+    let catalog = state.lake.catalog().clone();
     let status = state
-        .read(async move { budget_status(&reader, &ctx, &budget, at).await })
+        .read(async move { budget_status(&catalog, &ctx, &budget, at).await })
         .await?;
     Ok(Json(status))
 }
