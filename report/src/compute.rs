@@ -7,13 +7,15 @@ use std::future::Future;
 use std::sync::Arc;
 
 use chrono::{Datelike, NaiveDate};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
 use gpuledger_build::{Declared, balance_in, declared, ts_literal};
 use gpuledger_lake::Lake;
 use gpuledger_lake::tables::{GPU_HOUR_SECONDS, Table};
 use gpuledger_ledger::journal::Balance as LedgerBalance;
-use gpuledger_query::columns::records;
+use gpuledger_ledger::money::Money;
+use gpuledger_query::columns::{money, records};
 use gpuledger_query::decoded_files::DecodedFiles;
 use gpuledger_query::distributed::Workers;
 use gpuledger_query::new_session;
@@ -818,13 +820,27 @@ async fn recommendations(ctx: &SessionContext, w: &Window) -> Result<Recommendat
         "SELECT * FROM recommendations({}) ORDER BY cost DESC, kind, cluster, node, namespace, workload",
         w.args()
     );
-    let all: Vec<Row> = rows(ctx, &query).await?;
+    // A fleet's week has tens of thousands of actions (one per idle workload): they are counted
+    // and summed from the columns, and only the top few are read as records.
+    let batches = ctx.sql(&query).await?.collect().await?;
+    let mut count = 0;
+    let mut total = Money::ZERO;
+    for batch in &batches {
+        count += batch.num_rows() as u64;
+        total += money(batch, "cost")?
+            .iter()
+            .flatten()
+            .map(Money::from_units)
+            .sum();
+    }
+    let first = first_rows(&batches, TOP_RECOMMENDATIONS);
+    let top: Vec<Row> =
+        records(&first).map_err(|e| ReportError::Rows(format!("{e} in {query}")))?;
     Ok(Recommendations {
-        total_cost: r6(all.iter().filter_map(|r| r.cost).sum()),
-        count: all.len() as u64,
-        top: all
+        total_cost: r6(total.to_f64()),
+        count,
+        top: top
             .into_iter()
-            .take(TOP_RECOMMENDATIONS)
             .map(|r| Recommendation {
                 kind: r.kind,
                 owner: r.team.unwrap_or_else(|| "platform".into()),
@@ -840,6 +856,21 @@ async fn recommendations(ctx: &SessionContext, w: &Window) -> Result<Recommendat
             .collect(),
         query,
     })
+}
+
+/// The first `n` rows of `batches`, in order.
+fn first_rows(batches: &[RecordBatch], n: usize) -> Vec<RecordBatch> {
+    let mut first = Vec::new();
+    let mut left = n;
+    for batch in batches.iter().filter(|batch| batch.num_rows() > 0) {
+        if left == 0 {
+            break;
+        }
+        let take = batch.num_rows().min(left);
+        first.push(batch.slice(0, take));
+        left -= take;
+    }
+    first
 }
 
 /// Allocated idle + unexplained GPU-hours and cost.
