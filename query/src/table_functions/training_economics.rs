@@ -12,7 +12,8 @@
 //!   the reason is `finished`, `succeeded` or `completed`, failed otherwise), `preempted` or
 //!   `evicted` event in the window; a run still open at `to` counts in `runs` only;
 //! - `gpu_hours` and `cost` are the workload's allocated GPU-hours and busy + allocated idle cost
-//!   in `gpu_hours` over the window; `team` is the team the ledger charged;
+//!   in `gpu_hours` over the window; `team` is the team the ledger charged (the one it charged
+//!   the most when it charged several, the first by name on a tie);
 //! - a failed or preempted run loses the GPU time after its last checkpoint (all of it without
 //!   one): `effective_gpu_hours` = `gpu_hours` − lost time; `failure_loss` (failed runs) and
 //!   `recompute_cost` (preempted and evicted runs) price the lost time at cost / `gpu_hours`
@@ -28,12 +29,12 @@ use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray}
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::common::{NullEquality, Result as DfResult, ScalarValue};
 use datafusion::datasource::TableProvider;
 use datafusion::functions::expr_fn::coalesce;
 use datafusion::functions_aggregate::expr_fn::sum;
-use datafusion::logical_expr::{Expr, col, lit, when};
-use gpuledger_ledger::training::{Event, Row, TrainingRuns, WorkloadCost};
+use datafusion::logical_expr::{Expr, JoinType, LogicalPlan, col, lit, when};
+use gpuledger_ledger::training::{Event, Row, TrainingRuns, WorkloadCost, WorkloadKey};
 use tokio::sync::OnceCell;
 
 use super::support::{
@@ -105,14 +106,26 @@ impl Computed for TrainingEconomicsTable {
 }
 
 impl TrainingEconomicsTable {
-    /// Each workload's charged team, busy + allocated idle cost and allocated GPU-hours.
+    /// Each training workload's busy + allocated idle cost and allocated GPU-hours in the
+    /// window, and the team the ledger charged: when it charged several, the one it charged
+    /// the most (the first by name on a tie), whatever order the rows come in.
     async fn costs(
         &self,
         state: &dyn Session,
-    ) -> DfResult<HashMap<(Option<String>, String), (String, WorkloadCost)>> {
+    ) -> DfResult<HashMap<WorkloadKey, (String, WorkloadCost)>> {
         let zero = |name: &str| coalesce(vec![col(name), lit(0.0)]);
         let plan = scan_window("gpu_hours", &self.gpu_hours, "hour", &self.bounds)?
             .filter(col("team").is_not_null().and(col("workload").is_not_null()))?
+            .join_detailed(
+                training_workloads(&self.scheduler_events, &self.bounds)?,
+                JoinType::LeftSemi,
+                (
+                    vec!["gpu_hours.namespace", "gpu_hours.workload"],
+                    vec!["training.namespace", "training.workload"],
+                ),
+                None,
+                NullEquality::NullEqualsNull,
+            )?
             .aggregate(
                 vec![col("team"), col("namespace"), col("workload")],
                 vec![
@@ -122,7 +135,7 @@ impl TrainingEconomicsTable {
                 ],
             )?
             .build()?;
-        let mut costs = HashMap::new();
+        let mut charged = Vec::new();
         for batch in run(state, plan).await? {
             let (team, namespace, workload) = (
                 strings(&batch, "team")?,
@@ -135,12 +148,27 @@ impl TrainingEconomicsTable {
                     text(&namespace, row).map(str::to_string),
                     workload.value(row).to_string(),
                 );
-                let (_, total) = costs
-                    .entry(key)
-                    .or_insert_with(|| (team.value(row).to_string(), WorkloadCost::default()));
-                total.cost += cost.value(row);
-                total.gpu_hours += gpu_hours.value(row);
+                let cost = WorkloadCost {
+                    cost: cost.value(row),
+                    gpu_hours: gpu_hours.value(row),
+                };
+                charged.push((key, team.value(row).to_string(), cost));
             }
+        }
+        // By workload, then team: the sums add in one order and the first team charged the
+        // most is the one named.
+        charged.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        let mut costs: HashMap<WorkloadKey, (String, WorkloadCost)> = HashMap::new();
+        let mut most = HashMap::new();
+        for (key, team, cost) in charged {
+            let most = most.entry(key.clone()).or_insert(f64::NEG_INFINITY);
+            let (named, total) = costs.entry(key).or_default();
+            if cost.cost > *most {
+                *most = cost.cost;
+                *named = team;
+            }
+            total.cost += cost.cost;
+            total.gpu_hours += cost.gpu_hours;
         }
         Ok(costs)
     }
@@ -203,6 +231,16 @@ async fn fold_runs(
         .map(col);
     let plan = scan_window("scheduler_events", scheduler_events, "ts", bounds)?
         .filter(col("workload").is_not_null().and(col("pod").is_not_null()))?
+        .join_detailed(
+            training_workloads(scheduler_events, bounds)?,
+            JoinType::LeftSemi,
+            (
+                vec!["scheduler_events.namespace", "scheduler_events.workload"],
+                vec!["training.namespace", "training.workload"],
+            ),
+            None,
+            NullEquality::NullEqualsNull,
+        )?
         .project(read)?
         .sort(vec![
             col("ts").sort(true, false),
@@ -244,6 +282,31 @@ async fn fold_runs(
         }
     }
     Ok(runs)
+}
+
+/// The namespace and name of each workload that an event in the window marks as training, as
+/// `TrainingRuns::add` tells them (a `start` labelled `workload_type: training`, or any
+/// `checkpoint` or `progress` of a pod), in a plan named `training`. Both readers of the runs
+/// (this function and `spot_savings`) read training workloads only, and a fleet's week is
+/// mostly other pods (each Kubernetes Job a workload of its own): the fold reads their events
+/// only, and their costs only are summed. A missing namespace is a namespace of its own, as in
+/// the fold's keys (join with `NullEqualsNull`).
+fn training_workloads(
+    scheduler_events: &Arc<dyn TableProvider>,
+    bounds: &(ScalarValue, ScalarValue),
+) -> DfResult<LogicalPlan> {
+    let marks_training = (col("event").eq(lit("start")))
+        .and(col("workload_type").eq(lit("training")))
+        .or(col("event").in_list(vec![lit("checkpoint"), lit("progress")], false));
+    scan_window("training", scheduler_events, "ts", bounds)?
+        .filter(
+            col("workload")
+                .is_not_null()
+                .and(col("pod").is_not_null())
+                .and(marks_training),
+        )?
+        .project([col("namespace"), col("workload")])?
+        .build()
 }
 
 /// At one instant progress is reported before the checkpoint that saves it, and both before the
@@ -291,6 +354,7 @@ mod tests {
     use datafusion::execution::SessionStateBuilder;
     use datafusion::prelude::SessionConfig;
     use gpuledger_lake::tables::Table;
+    use gpuledger_ledger::training::Ending;
 
     use super::*;
 
@@ -357,5 +421,278 @@ mod tests {
         let first = training_runs(&plain, &events, &week).await.unwrap();
         let again = training_runs(&plain, &events, &week).await.unwrap();
         assert!(!Arc::ptr_eq(&first, &again));
+    }
+
+    /// The fold reads training workloads' events only; the runs it finds are those the rules
+    /// find over every event: a workload with no namespace, one marked training only by a later
+    /// progress of another pod, one name in two namespaces of which one trains, and none of the
+    /// workloads that look like training but are not.
+    #[tokio::test]
+    async fn the_fold_of_training_workloads_finds_what_the_fold_of_every_event_finds() {
+        use arrow::array::TimestampMicrosecondArray;
+        use gpuledger_lake::tables::batch_with_columns;
+        const HOUR: i64 = 3_600_000_000;
+        // (ts, event, namespace, workload, pod, workload_type, reason), in time order.
+        type E = (
+            i64,
+            &'static str,
+            Option<&'static str>,
+            Option<&'static str>,
+            Option<&'static str>,
+            Option<&'static str>,
+            Option<&'static str>,
+        );
+        let events: [E; 13] = [
+            (
+                0,
+                "start",
+                None,
+                Some("a"),
+                Some("a-0"),
+                Some("training"),
+                None,
+            ),
+            (0, "start", Some("x"), Some("b"), Some("b-0"), None, None),
+            (0, "start", Some("y"), Some("b"), Some("b-1"), None, None),
+            (0, "start", Some("z"), Some("c"), Some("c-0"), None, None),
+            (
+                0,
+                "start",
+                Some("z"),
+                Some("d"),
+                Some("d-0"),
+                Some("Training"),
+                None,
+            ),
+            (0, "start", None, Some("e"), Some("e-0"), None, None),
+            (0, "progress", Some("x"), None, Some("p"), None, None),
+            (
+                HOUR / 60,
+                "checkpoint",
+                Some("z"),
+                Some("c"),
+                None,
+                None,
+                None,
+            ),
+            (
+                HOUR / 2,
+                "progress",
+                Some("x"),
+                Some("b"),
+                Some("b-2"),
+                None,
+                None,
+            ),
+            (
+                HOUR,
+                "stop",
+                None,
+                Some("a"),
+                Some("a-0"),
+                None,
+                Some("failed"),
+            ),
+            (
+                HOUR,
+                "stop",
+                None,
+                Some("e"),
+                Some("e-0"),
+                None,
+                Some("failed"),
+            ),
+            (
+                2 * HOUR,
+                "preempted",
+                Some("x"),
+                Some("b"),
+                Some("b-0"),
+                None,
+                None,
+            ),
+            (
+                2 * HOUR,
+                "stop",
+                Some("y"),
+                Some("b"),
+                Some("b-1"),
+                None,
+                Some("finished"),
+            ),
+        ];
+        let text = |f: fn(&E) -> Option<&'static str>| -> ArrayRef {
+            Arc::new(events.iter().map(f).collect::<StringArray>())
+        };
+        let times = TimestampMicrosecondArray::from_iter_values(events.iter().map(|e| e.0));
+        let batch = batch_with_columns(
+            Table::SchedulerEvents,
+            vec![
+                ("ts", Arc::new(times.with_timezone("UTC"))),
+                ("event", text(|e| Some(e.1))),
+                ("namespace", text(|e| e.2)),
+                ("workload", text(|e| e.3)),
+                ("pod", text(|e| e.4)),
+                ("workload_type", text(|e| e.5)),
+                ("reason", text(|e| e.6)),
+                ("source", text(|_| Some("canonical"))),
+            ],
+        )
+        .unwrap();
+        let schema = batch.schema();
+        let table: Arc<dyn TableProvider> =
+            Arc::new(MemTable::try_new(schema, vec![vec![batch]]).unwrap());
+        let state = SessionStateBuilder::new().build();
+        let folded = fold_runs(&state, &table, &bounds(0, 3 * HOUR))
+            .await
+            .unwrap();
+
+        let mut every = TrainingRuns::default();
+        for e in &events {
+            every.add(&Event {
+                ts: e.0,
+                kind: e.1,
+                namespace: e.2,
+                workload: e.3,
+                pod: e.4,
+                workload_type: e.5,
+                reason: e.6,
+                ..Event::default()
+            });
+        }
+        let runs = |runs: &TrainingRuns| -> Vec<_> {
+            runs.training_runs()
+                .map(|(key, run)| (key.clone(), run.clone()))
+                .collect()
+        };
+        assert_eq!(runs(&folded), runs(&every));
+        let found: Vec<_> = runs(&folded)
+            .into_iter()
+            .map(|((namespace, workload), run)| {
+                (namespace, workload, run.start, run.end, run.ending)
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (None, "a".to_string(), 0, Some(HOUR), Ending::Failed),
+                (
+                    Some("x".to_string()),
+                    "b".to_string(),
+                    0,
+                    Some(2 * HOUR),
+                    Ending::Preempted
+                ),
+            ]
+        );
+    }
+
+    /// A workload the ledger charged to several teams in the window is named for the team it
+    /// charged the most (the first by name on a tie), with every team's cost, whatever order
+    /// and partitions the rows come in; a workload that is not training is not summed.
+    #[tokio::test]
+    async fn a_workload_charged_to_several_teams_is_named_for_the_one_charged_most() {
+        use arrow::array::{Decimal128Array, Int32Array, TimestampMicrosecondArray};
+        use gpuledger_lake::tables::batch_with_columns;
+        const HOUR: i64 = 3_600_000_000;
+        let events = {
+            let text =
+                |values: [&str; 2]| -> ArrayRef { Arc::new(StringArray::from_iter_values(values)) };
+            let batch = batch_with_columns(
+                Table::SchedulerEvents,
+                vec![
+                    (
+                        "ts",
+                        Arc::new(TimestampMicrosecondArray::from(vec![0, 0]).with_timezone("UTC")),
+                    ),
+                    ("event", text(["start", "start"])),
+                    ("namespace", text(["x", "x"])),
+                    ("workload", text(["train", "serve"])),
+                    ("pod", text(["train-0", "serve-0"])),
+                    (
+                        "workload_type",
+                        Arc::new(StringArray::from(vec![Some("training"), None])),
+                    ),
+                    ("source", text(["canonical", "canonical"])),
+                ],
+            )
+            .unwrap();
+            let schema = batch.schema();
+            Arc::new(MemTable::try_new(schema, vec![vec![batch]]).unwrap())
+                as Arc<dyn TableProvider>
+        };
+        // (team, workload, busy cost in cents), one allocated GPU-hour each.
+        let charged = |rows: &[(&'static str, &'static str, i128)]| -> RecordBatch {
+            let n = rows.len();
+            let texts = |f: fn(&(&'static str, &'static str, i128)) -> &'static str| -> ArrayRef {
+                Arc::new(rows.iter().map(|r| Some(f(r))).collect::<StringArray>())
+            };
+            let cents =
+                Decimal128Array::from_iter_values(rows.iter().map(|r| r.2 * 10i128.pow(10)))
+                    .with_precision_and_scale(38, 12)
+                    .unwrap();
+            batch_with_columns(
+                Table::GpuHours,
+                vec![
+                    (
+                        "hour",
+                        Arc::new(
+                            TimestampMicrosecondArray::from(vec![HOUR; n]).with_timezone("UTC"),
+                        ),
+                    ),
+                    ("gpu_index", Arc::new(Int32Array::from(vec![0; n]))),
+                    ("team", texts(|r| r.0)),
+                    ("namespace", texts(|_| "x")),
+                    ("workload", texts(|r| r.1)),
+                    (
+                        "alloc_seconds",
+                        Arc::new(Float64Array::from(vec![3600.0; n])),
+                    ),
+                    ("cost_busy", Arc::new(cents)),
+                ],
+            )
+            .unwrap()
+        };
+        let costs = |partitions: Vec<Vec<RecordBatch>>| {
+            let gpu_hours: Arc<dyn TableProvider> =
+                Arc::new(MemTable::try_new(Table::GpuHours.schema(), partitions).unwrap());
+            let table = TrainingEconomicsTable {
+                gpu_hours,
+                scheduler_events: Arc::clone(&events),
+                bounds: bounds(0, 2 * HOUR),
+            };
+            async move {
+                let state = SessionStateBuilder::new().build();
+                table.costs(&state).await.unwrap()
+            }
+        };
+        let key = (Some("x".to_string()), "train".to_string());
+        let rows = [
+            ("red", "train", 50),
+            ("blue", "train", 100),
+            ("serve-team", "serve", 999),
+            ("red", "train", 50),
+            ("green", "train", 40),
+        ];
+        let mut reversed = rows;
+        reversed.reverse();
+        for partitions in [
+            vec![vec![charged(&rows)]],
+            vec![vec![charged(&reversed[..2])], vec![charged(&reversed[2..])]],
+        ] {
+            let found = costs(partitions).await;
+            assert_eq!(found.len(), 1, "only the training workload: {found:?}");
+            let (team, cost) = &found[&key];
+            // red and blue were both charged 1.00: blue comes first by name.
+            assert_eq!(team, "blue");
+            assert!((cost.cost - 2.4).abs() < 1e-12, "{cost:?}");
+            assert_eq!(cost.gpu_hours, 4.0);
+        }
+        let red_most = [
+            ("red", "train", 60),
+            ("blue", "train", 100),
+            ("red", "train", 50),
+        ];
+        assert_eq!(costs(vec![vec![charged(&red_most)]]).await[&key].0, "red");
     }
 }
