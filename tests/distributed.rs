@@ -60,6 +60,7 @@ fn session(
             scope,
             memory_limit: Some(256 << 20),
             workers,
+            decoded_files: None,
         },
     )
     .unwrap()
@@ -320,6 +321,7 @@ fn workers_over_tls_answer_only_coordinators_that_trust_their_certificate() {
                 scope: Scope::All,
                 memory_limit: Some(256 << 20),
                 workers,
+                decoded_files: None,
             },
         )
         .unwrap()

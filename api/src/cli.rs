@@ -226,6 +226,12 @@ pub struct ServeArgs {
     #[arg(long, env = "GPULEDGER_QUERY_CONCURRENCY", default_value_t = 4)]
     pub query_concurrency: usize,
 
+    /// Memory for ledger and scheduler-event files kept decoded between queries, in MiB: the
+    /// report, the dashboard and ledger SQL read them from memory after the first time; past
+    /// it the least recently read files make room. 0 decodes every file at every query.
+    #[arg(long, env = "GPULEDGER_DECODED_CACHE_MB", default_value_t = 512)]
+    pub decoded_cache_mb: usize,
+
     /// How often the ledger is brought up to date with what landed (its dirty hours rebuilt, by
     /// one replica of those sharing the catalog), e.g. 1m or 10s; 0s leaves it to `ledger build`.
     #[arg(long, env = "GPULEDGER_LEDGER_INTERVAL", default_value = "1m")]

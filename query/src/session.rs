@@ -15,6 +15,7 @@ use gpuledger_lake::Lake;
 use gpuledger_lake::tables::Table;
 use url::Url;
 
+use crate::decoded_files::DecodedFiles;
 use crate::distributed::Workers;
 use crate::error::QueryError;
 use crate::lake_table::LakeTable;
@@ -40,6 +41,9 @@ pub struct SessionOptions {
     pub memory_limit: Option<usize>,
     /// Where the session's stages may run besides this process; none: everything in-process.
     pub workers: Workers,
+    /// Lake files decoded once for every session that shares them (a server's); ignored when
+    /// stages run on workers, whose plans must name the files to read.
+    pub decoded_files: Option<Arc<DecodedFiles>>,
 }
 
 impl Default for SessionOptions {
@@ -48,6 +52,7 @@ impl Default for SessionOptions {
             scope: Scope::All,
             memory_limit: None,
             workers: Workers::of_this_process(),
+            decoded_files: None,
         }
     }
 }
@@ -65,6 +70,11 @@ pub fn new_session_with(
     let mut config = SessionConfig::new()
         .with_information_schema(true)
         .with_default_catalog_and_schema(CATALOG_NAME, DEFAULT_SCHEMA);
+    if let Some(decoded) = options.decoded_files.as_ref()
+        && options.workers.is_empty()
+    {
+        config = config.with_extension(Arc::clone(decoded));
+    }
     // Analysts arrive from psql and Grafana: parse their SQL as PostgreSQL. (The generic dialect
     // also reads `select a, cluster` as a trailing comma before `CLUSTER BY`, and `cluster` is
     // one of our column names.)

@@ -3,7 +3,9 @@
 //! untimed setup), and to render it in every format.
 //!
 //! `cargo bench -p gpuledger-report --bench weekly_report` reports the median of 5
-//! (`GPULEDGER_BENCH_RUNS=N` runs N, e.g. for a profile).
+//! (`GPULEDGER_BENCH_RUNS=N` runs N, e.g. for a profile): computed in a session of its own, as
+//! `gpuledger report weekly` does, and as `gpuledger serve` answers it, in sessions sharing the
+//! files kept decoded (`--decoded-cache-mb`, its default), after one report has filled them.
 
 #[path = "../../query/benches/support/fleet.rs"]
 mod fleet;
@@ -11,7 +13,11 @@ mod fleet;
 use std::time::Instant;
 
 use gpuledger_build::{build_ledger, days_between};
-use gpuledger_report::{Format, IsoWeek, TenantLimits, weekly_report};
+use std::sync::Arc;
+
+use gpuledger_query::decoded_files::{BOUNDED_TABLES, DecodedFiles};
+use gpuledger_query::{SessionOptions, new_session_with};
+use gpuledger_report::{Format, IsoWeek, TenantLimits, weekly_report, weekly_report_in};
 
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -62,5 +68,45 @@ fn main() {
     println!(
         "weekly_report/render_all_formats: median {:.2} ms",
         times[runs / 2].1
+    );
+
+    // As `serve` answers it: `serve`'s default memory limit and decoded files.
+    let decoded = Arc::new(DecodedFiles::new(&BOUNDED_TABLES, 512 << 20));
+    let options = SessionOptions {
+        memory_limit: Some(1024 << 20),
+        decoded_files: Some(Arc::clone(&decoded)),
+        ..SessionOptions::default()
+    };
+    let served = || {
+        let ctx = new_session_with(&fleet.lake, &options).unwrap();
+        runtime
+            .block_on(weekly_report_in(&ctx, &fleet.lake, week, &limits))
+            .unwrap()
+    };
+    let alone = runtime
+        .block_on(weekly_report(&fleet.lake, week, &limits))
+        .unwrap();
+    let first = served();
+    assert_eq!(
+        serde_json::to_string(&first).unwrap(),
+        serde_json::to_string(&alone).unwrap(),
+        "the served report differs"
+    );
+    let mut served_ms: Vec<f64> = (0..runs)
+        .map(|_| {
+            let started = Instant::now();
+            let report = served();
+            assert_eq!(report.capacity.total_gpus, 1000);
+            started.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
+    served_ms.sort_by(f64::total_cmp);
+    println!(
+        "weekly_report/served: median {:.1} ms (min {:.1}, max {:.1}) of {runs}, {} files ({} MiB) kept decoded",
+        served_ms[runs / 2],
+        served_ms[0],
+        served_ms[runs - 1],
+        decoded.files(),
+        decoded.held() >> 20
     );
 }

@@ -12,11 +12,11 @@ use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
 use gpuledger_build::{Declared, balance_in, declared, ts_literal};
 use gpuledger_lake::Lake;
-use gpuledger_lake::tables::{GPU_HOUR_SECONDS, Table};
+use gpuledger_lake::tables::GPU_HOUR_SECONDS;
 use gpuledger_ledger::journal::Balance as LedgerBalance;
 use gpuledger_ledger::money::Money;
 use gpuledger_query::columns::{money, records};
-use gpuledger_query::decoded_files::DecodedFiles;
+use gpuledger_query::decoded_files::{BOUNDED_TABLES, DecodedFiles};
 use gpuledger_query::distributed::Workers;
 use gpuledger_query::new_session;
 use gpuledger_query::table_functions::TrainingRunsMemo;
@@ -30,40 +30,44 @@ use crate::week::IsoWeek;
 const WEEK_SECONDS: f64 = 7.0 * 86_400.0;
 const WEEK_HOURS: f64 = WEEK_SECONDS / 3600.0;
 
-/// The tables whose files a report decodes once: the ledger's and the scheduler events, whose
-/// files are bounded by the fleet's GPUs and jobs (token usage grows with requests: read as is).
-const DECODED_TABLES: [Table; 4] = [
-    Table::GpuHours,
-    Table::CostEntries,
-    Table::Allocations,
-    Table::SchedulerEvents,
-];
-
 /// Past this many bytes of decoded files, a report reads the rest from Parquet each time.
 const DECODED_BUDGET_BYTES: usize = 256 << 20;
 
-/// The report of `week` over `lake`, with `limits` for the tenants section.
+/// The report of `week` over `lake`, with `limits` for the tenants section, in a session of its
+/// own (the CLI's, the scheduled export's) that decodes each file it reads once.
 pub async fn weekly_report(
     lake: &Lake,
     week: IsoWeek,
     limits: &TenantLimits,
 ) -> Result<WeeklyReport> {
     let ctx = new_session(lake)?;
-    {
-        let state = ctx.state_ref();
-        let mut state = state.write();
-        let config = state.config_mut();
-        // The training and optimization sections fold the same week's runs.
-        config.set_extension(Arc::new(TrainingRunsMemo::default()));
-        // The sections ask about twenty questions of the same week's ledger files: each is
-        // decoded once. On workers the plans name files for them to read instead.
-        if Workers::of_this_process().is_empty() {
-            config.set_extension(Arc::new(DecodedFiles::new(
-                &DECODED_TABLES,
+    // The sections ask about twenty questions of the same week's ledger files: each is decoded
+    // once. On workers the plans name files for them to read instead.
+    if Workers::of_this_process().is_empty() {
+        ctx.state_ref()
+            .write()
+            .config_mut()
+            .set_extension(Arc::new(DecodedFiles::new(
+                &BOUNDED_TABLES,
                 DECODED_BUDGET_BYTES,
             )));
-        }
     }
+    weekly_report_in(&ctx, lake, week, limits).await
+}
+
+/// The report of `week` in `ctx`, a session over `lake`: a server's, with its memory limit and
+/// the files it keeps decoded.
+pub async fn weekly_report_in(
+    ctx: &SessionContext,
+    lake: &Lake,
+    week: IsoWeek,
+    limits: &TenantLimits,
+) -> Result<WeeklyReport> {
+    // The training and optimization sections fold the same week's runs.
+    ctx.state_ref()
+        .write()
+        .config_mut()
+        .set_extension(Arc::new(TrainingRunsMemo::default()));
     let declared = Arc::new(declared(lake.catalog()).await?);
     let w = Arc::new(Window::of(week));
     let previous = Arc::new(Window::of(week.previous()));
@@ -84,52 +88,50 @@ pub async fn weekly_report(
         spot_net_savings,
     ) = tokio::try_join!(
         on_task(
-            &ctx,
+            ctx,
             &w,
             |ctx, w| async move { unit_economics(&ctx, &w).await }
         ),
-        on_task(&ctx, &previous, |ctx, w| async move {
+        on_task(ctx, &previous, |ctx, w| async move {
             unit_economics(&ctx, &w).await
         }),
-        on_task(
-            &ctx,
-            &w,
-            |ctx, w| async move { utilization(&ctx, &w).await }
-        ),
-        on_task(&ctx, &previous, |ctx, w| async move {
+        on_task(ctx, &w, |ctx, w| async move { utilization(&ctx, &w).await }),
+        on_task(ctx, &previous, |ctx, w| async move {
             idle_classes(&ctx, &w).await
         }),
         {
             let declared = Arc::clone(&declared);
-            on_task(&ctx, &w, move |ctx, _| async move {
+            on_task(ctx, &w, move |ctx, _| async move {
                 Ok(balance_in(&ctx, &declared, week.span()).await?)
             })
         },
         {
             let limits = limits.clone();
-            on_task(&ctx, &w, move |ctx, w| async move {
+            on_task(ctx, &w, move |ctx, w| async move {
                 tenants(&ctx, &w, week, &limits).await
             })
         },
-        on_task(&ctx, &previous, |ctx, w| async move {
+        on_task(ctx, &previous, |ctx, w| async move {
             team_totals(&ctx, &w).await
         }),
         on_task(
-            &ctx,
+            ctx,
             &w,
             |ctx, w| async move { recommendations(&ctx, &w).await }
         ),
         {
             let declared = Arc::clone(&declared);
-            on_task(&ctx, &w, move |ctx, w| async move {
+            on_task(ctx, &w, move |ctx, w| async move {
                 capacity(&ctx, &w, &declared).await
             })
         },
-        on_task(&ctx, &w, |ctx, w| async move { queue(&ctx, &w).await }),
-        on_task(&ctx, &w, |ctx, w| async move { training(&ctx, &w).await }),
-        on_task(&ctx, &w, |ctx, w| async move {
-            spot_net_savings(&ctx, &w).await
-        }),
+        on_task(ctx, &w, |ctx, w| async move { queue(&ctx, &w).await }),
+        on_task(ctx, &w, |ctx, w| async move { training(&ctx, &w).await }),
+        on_task(
+            ctx,
+            &w,
+            |ctx, w| async move { spot_net_savings(&ctx, &w).await }
+        ),
     )?;
     let warnings = no_data(&utilization, &b, &w).into_iter().collect();
     let summary = summary(

@@ -13,7 +13,7 @@ pub mod model;
 pub mod render;
 pub mod week;
 
-pub use compute::weekly_report;
+pub use compute::{weekly_report, weekly_report_in};
 pub use error::ReportError;
 pub use export::{Clock, LedgerReady, Scheduler, SystemClock, export_week};
 pub use model::{TeamLimit, TenantLimits, WeeklyReport};

@@ -38,6 +38,10 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         .metrics
         .observe_workers(&gpuledger_query::distributed::Workers::of_this_process())
         .await;
+    if let Some(decoded) = &state.decoded_files {
+        state.metrics.decoded_bytes.set(decoded.held() as i64);
+        state.metrics.decoded_files.set(decoded.files() as i64);
+    }
     (
         [(
             CONTENT_TYPE,

@@ -4,7 +4,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use gpuledger_build::{balance, declared};
+use gpuledger_build::{balance_in, declared};
 use gpuledger_ledger::time::Span;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -75,9 +75,10 @@ pub async fn balance_report(
         )));
     }
     let lake = state.lake.clone();
+    let ctx = state.session(&principal)?;
     let b = state
         .read(async move {
-            Ok(balance(&lake, &declared(lake.catalog()).await?, Span::new(from, to)).await?)
+            Ok(balance_in(&ctx, &declared(lake.catalog()).await?, Span::new(from, to)).await?)
         })
         .await?;
     Ok(Json(BalanceReport {

@@ -46,6 +46,9 @@ pub struct Metrics {
     pub queries_running: Gauge,
     /// Queries waiting for a query slot (`--query-concurrency`).
     pub queries_waiting: Gauge,
+    /// Bytes and files of ledger files kept decoded (`--decoded-cache-mb`).
+    pub decoded_bytes: Gauge,
+    pub decoded_files: Gauge,
     /// Per committed ingest input: how many inputs its catalog transaction committed (group
     /// commit; 1 when it was committed alone).
     pub ingest_group_inputs: Histogram,
@@ -116,6 +119,18 @@ impl Metrics {
             "Queries waiting for one of the --query-concurrency slots",
             queries_waiting.clone(),
         );
+        let decoded_bytes = Gauge::default();
+        registry.register(
+            "decoded_cache_bytes",
+            "Bytes of ledger and scheduler-event files kept decoded between queries (--decoded-cache-mb)",
+            decoded_bytes.clone(),
+        );
+        let decoded_files = Gauge::default();
+        registry.register(
+            "decoded_cache_files",
+            "Files kept decoded between queries (--decoded-cache-mb)",
+            decoded_files.clone(),
+        );
         let ingest_group_inputs = Histogram::new(exponential_buckets(1.0, 2.0, 12));
         registry.register(
             "ingest_group_inputs",
@@ -172,6 +187,8 @@ impl Metrics {
             query_seconds,
             queries_running,
             queries_waiting,
+            decoded_bytes,
+            decoded_files,
             ingest_group_inputs,
             report_runs,
             budget_alerts,

@@ -49,6 +49,7 @@ use axum::response::{IntoResponse, Response};
 use datafusion::prelude::SessionContext;
 use gpuledger_ingest::pipeline::{GroupCommit, GroupLimits, InputLimits, Limit};
 use gpuledger_lake::Lake;
+use gpuledger_query::decoded_files::{BOUNDED_TABLES, DecodedFiles};
 use gpuledger_query::user_query::{QueryLimits, QueryResult};
 use gpuledger_query::{QueryError, Scope, SessionOptions, new_session_with, runtime};
 use tokio::sync::Semaphore;
@@ -83,6 +84,8 @@ pub struct AppState {
     pub body_timeout: std::time::Duration,
     /// The committer small telemetry requests share (`--ingest-group-rows`); `None` when off.
     pub group_commit: Option<GroupCommit>,
+    /// Ledger files kept decoded for every query (`--decoded-cache-mb`); `None` when 0.
+    pub decoded_files: Option<Arc<DecodedFiles>>,
     shutting_down: Arc<AtomicBool>,
 }
 
@@ -132,6 +135,12 @@ impl AppState {
                 };
                 GroupCommit::start(lake.clone(), limits)
             }),
+            decoded_files: (args.decoded_cache_mb > 0).then(|| {
+                Arc::new(DecodedFiles::new(
+                    &BOUNDED_TABLES,
+                    args.decoded_cache_mb << 20,
+                ))
+            }),
             shutting_down: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -143,6 +152,7 @@ impl AppState {
             &SessionOptions {
                 scope: principal.scope(),
                 memory_limit: Some(self.sql.memory_limit),
+                decoded_files: self.decoded_files.clone(),
                 ..SessionOptions::default()
             },
         )?)
@@ -155,6 +165,7 @@ impl AppState {
             &SessionOptions {
                 scope: Scope::All,
                 memory_limit: Some(self.sql.memory_limit),
+                decoded_files: self.decoded_files.clone(),
                 ..SessionOptions::default()
             },
         )?)

@@ -8,7 +8,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, SecondsFormat, Utc};
 use futures::TryFutureExt;
-use gpuledger_report::{Format, IsoWeek, TenantLimits, weekly_report};
+use gpuledger_report::{Format, IsoWeek, TenantLimits, weekly_report_in};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -89,11 +89,12 @@ pub async fn weekly(
         ReportFormat::Md => Format::Markdown,
     };
     let lake = state.lake.clone();
+    let ctx = state.session(&principal)?;
     let report = state
         .read(
             async move {
                 let limits = TenantLimits::declared(&lake).await?;
-                weekly_report(&lake, week, &limits).await
+                weekly_report_in(&ctx, &lake, week, &limits).await
             }
             .map_err(move |e| ApiError::Internal(format!("weekly report {week}: {e}"))),
         )
