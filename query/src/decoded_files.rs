@@ -68,7 +68,7 @@ struct File {
 
 impl DecodedFiles {
     /// A memo of the files of `tables`, holding about `budget` bytes of Arrow at most (past it
-    /// by one file's columns at most, while they are read).
+    /// by the columns being decoded at the moment).
     pub fn new(tables: &[Table], budget: usize) -> Self {
         Self {
             tables: tables.to_vec(),
@@ -79,6 +79,13 @@ impl DecodedFiles {
 
     pub fn keeps(&self, table: Table) -> bool {
         self.tables.contains(&table)
+    }
+
+    /// Bytes of Arrow the memo holds at most; also what one scan takes from it at most (past
+    /// it, a scan reads the rest of its files from Parquet, so a scan of a whole table holds no
+    /// more than the budget in memory).
+    pub fn budget(&self) -> usize {
+        self.budget
     }
 
     /// Bytes of Arrow the memo holds.
@@ -131,7 +138,13 @@ impl DecodedFiles {
             if !self.make_room(path) {
                 return Ok(None);
             }
-            let batches = decode(missing.clone()).await?;
+            let batches = match decode(missing.clone()).await {
+                Ok(batches) => batches,
+                Err(error) => {
+                    self.forget_if_empty(path, &file, &columns);
+                    return Err(error);
+                }
+            };
             let mut added = 0;
             for (i, &c) in missing.iter().enumerate() {
                 let parts: Vec<_> = batches.iter().map(|b| b.column(i).as_ref()).collect();
@@ -168,6 +181,25 @@ impl DecodedFiles {
             held.bytes -= file.bytes;
         }
         true
+    }
+
+    /// Lets go of the entry of `path` when it is `file` and holds no columns (its decoding
+    /// failed), so that failed reads leave nothing behind.
+    fn forget_if_empty(
+        &self,
+        path: &str,
+        file: &Arc<tokio::sync::Mutex<Columns>>,
+        columns: &Columns,
+    ) {
+        let mut held = self.lock();
+        if columns.is_empty()
+            && held
+                .files
+                .get(path)
+                .is_some_and(|entry| Arc::ptr_eq(&entry.columns, file))
+        {
+            held.files.remove(path);
+        }
     }
 
     /// Counts `added` bytes of columns decoded into `file`, the entry of `path`, unless room was
@@ -267,5 +299,25 @@ mod tests {
         assert!(first && second);
         assert_eq!(decodes.load(Ordering::Relaxed), 1);
         assert_eq!(memo.held(), one_file());
+    }
+
+    /// A decoding that fails leaves no entry behind, and the next read decodes again.
+    #[tokio::test]
+    async fn a_failed_decoding_leaves_nothing_behind() {
+        let memo = DecodedFiles::new(&BOUNDED_TABLES, 10 * one_file());
+        let failing = |_missing| async {
+            Err(datafusion::error::DataFusionError::Execution(
+                "corrupt".into(),
+            ))
+        };
+        let error = memo
+            .columns("a", &schema(), &[0], failing)
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("corrupt"), "{error}");
+        assert_eq!((memo.files(), memo.held()), (0, 0));
+        let decodes = AtomicUsize::new(0);
+        assert!(read(&memo, "a", &decodes).await);
+        assert_eq!((memo.files(), decodes.load(Ordering::Relaxed)), (1, 1));
     }
 }

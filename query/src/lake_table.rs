@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
+use arrow::array::{Array, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
@@ -185,7 +185,14 @@ impl LakeTable {
         let schema = Arc::new(self.schema.project(&wanted)?);
         let mut decoded = Vec::new();
         let mut undecoded = Vec::new();
+        // Bytes of decoded columns this scan holds: past the memo's budget, the rest of its
+        // files are read from Parquet, so a scan of a whole table does not hold it in memory.
+        let mut taken = 0;
         for file in files {
+            if taken >= memo.budget() {
+                undecoded.push(file);
+                continue;
+            }
             let decode = |missing| async {
                 let scan = self
                     .read_parquet(state, vec![file.clone()], Some(missing), None, false)
@@ -196,7 +203,13 @@ impl LakeTable {
                 .columns(&file.path, &self.schema, &wanted, decode)
                 .await?
             {
-                Some(columns) => decoded.push(RecordBatch::try_new(Arc::clone(&schema), columns)?),
+                Some(columns) => {
+                    taken += columns
+                        .iter()
+                        .map(Array::get_array_memory_size)
+                        .sum::<usize>();
+                    decoded.push(RecordBatch::try_new(Arc::clone(&schema), columns)?);
+                }
                 None => undecoded.push(file),
             }
         }
@@ -963,6 +976,18 @@ mod tests {
             );
         }
         assert_eq!(memo.held(), 0);
+
+        // A budget of one byte: each scan takes its first file from the memo and reads the
+        // others from Parquet, and answers the same.
+        let (tight, memo) = with_memo(1);
+        for sql in queries {
+            assert_eq!(
+                printed(&tight, sql).await,
+                printed(&plain, sql).await,
+                "{sql}"
+            );
+        }
+        assert_eq!(memo.files(), 1, "more than one file held past the budget");
     }
 
     /// Samples at 00:00 and 12:00 of 2026-11-02, each in a file of its own, and one at 00:00 the

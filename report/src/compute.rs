@@ -34,40 +34,37 @@ const WEEK_HOURS: f64 = WEEK_SECONDS / 3600.0;
 const DECODED_BUDGET_BYTES: usize = 256 << 20;
 
 /// The report of `week` over `lake`, with `limits` for the tenants section, in a session of its
-/// own (the CLI's, the scheduled export's) that decodes each file it reads once.
+/// own (the CLI's, the scheduled export's).
 pub async fn weekly_report(
     lake: &Lake,
     week: IsoWeek,
     limits: &TenantLimits,
 ) -> Result<WeeklyReport> {
-    let ctx = new_session(lake)?;
-    // The sections ask about twenty questions of the same week's ledger files: each is decoded
-    // once. On workers the plans name files for them to read instead.
-    if Workers::of_this_process().is_empty() {
-        ctx.state_ref()
-            .write()
-            .config_mut()
-            .set_extension(Arc::new(DecodedFiles::new(
-                &BOUNDED_TABLES,
-                DECODED_BUDGET_BYTES,
-            )));
-    }
-    weekly_report_in(&ctx, lake, week, limits).await
+    weekly_report_in(&new_session(lake)?, lake, week, limits).await
 }
 
-/// The report of `week` in `ctx`, a session over `lake`: a server's, with its memory limit and
-/// the files it keeps decoded.
+/// The report of `week` as `session`, a session over `lake`, reads it: a server's, with its
+/// memory limit and the files it keeps decoded. The report's own memos go on a copy of it.
 pub async fn weekly_report_in(
-    ctx: &SessionContext,
+    session: &SessionContext,
     lake: &Lake,
     week: IsoWeek,
     limits: &TenantLimits,
 ) -> Result<WeeklyReport> {
+    let mut state = session.state();
+    let config = state.config_mut();
     // The training and optimization sections fold the same week's runs.
-    ctx.state_ref()
-        .write()
-        .config_mut()
-        .set_extension(Arc::new(TrainingRunsMemo::default()));
+    config.set_extension(Arc::new(TrainingRunsMemo::default()));
+    // The sections ask about twenty questions of the same week's ledger files: each is decoded
+    // once, by the session's memo or the report's own. On workers the plans name files for them
+    // to read instead.
+    if config.get_extension::<DecodedFiles>().is_none() && Workers::of_this_process().is_empty() {
+        config.set_extension(Arc::new(DecodedFiles::new(
+            &BOUNDED_TABLES,
+            DECODED_BUDGET_BYTES,
+        )));
+    }
+    let ctx = &SessionContext::new_with_state(state);
     let declared = Arc::new(declared(lake.catalog()).await?);
     let w = Arc::new(Window::of(week));
     let previous = Arc::new(Window::of(week.previous()));

@@ -242,9 +242,16 @@ async fn fold_runs(
             NullEquality::NullEqualsNull,
         )?
         .project(read)?
+        // A total order, so that events of one instant fold the same whatever order the files,
+        // partitions and the join hand them over in.
         .sort(vec![
             col("ts").sort(true, false),
             same_instant_order()?.sort(true, false),
+            col("pod").sort(true, false),
+            col("event").sort(true, false),
+            col("reason").sort(true, false),
+            col("samples").sort(true, false),
+            col("tokens").sort(true, false),
         ])?
         .build()?;
     let mut runs = TrainingRuns::default();
@@ -309,12 +316,16 @@ fn training_workloads(
         .build()
 }
 
-/// At one instant progress is reported before the checkpoint that saves it, and both before the
-/// run ends.
+/// At one instant progress is reported before the checkpoint that saves it, both before the run
+/// ends, and a pod's run ends before its next one starts.
 fn same_instant_order() -> DfResult<Expr> {
     when(col("event").eq(lit("progress")), lit(0))
         .when(col("event").eq(lit("checkpoint")), lit(1))
-        .otherwise(lit(2))
+        .when(
+            col("event").in_list(vec![lit("stop"), lit("preempted"), lit("evicted")], false),
+            lit(2),
+        )
+        .otherwise(lit(3))
 }
 
 fn rows_batch(rows: &[Row]) -> DfResult<RecordBatch> {
@@ -425,14 +436,15 @@ mod tests {
 
     /// The fold reads training workloads' events only; the runs it finds are those the rules
     /// find over every event: a workload with no namespace, one marked training only by a later
-    /// progress of another pod, one name in two namespaces of which one trains, and none of the
-    /// workloads that look like training but are not.
+    /// progress of another pod, one name in two namespaces of which one trains, a pod whose next
+    /// run starts the instant its last one ends, and none of the workloads that look like
+    /// training but are not; whatever order the table holds the events in.
     #[tokio::test]
     async fn the_fold_of_training_workloads_finds_what_the_fold_of_every_event_finds() {
         use arrow::array::TimestampMicrosecondArray;
         use gpuledger_lake::tables::batch_with_columns;
         const HOUR: i64 = 3_600_000_000;
-        // (ts, event, namespace, workload, pod, workload_type, reason), in time order.
+        // (ts, event, namespace, workload, pod, workload_type, reason), in the order they happen.
         type E = (
             i64,
             &'static str,
@@ -442,7 +454,7 @@ mod tests {
             Option<&'static str>,
             Option<&'static str>,
         );
-        let events: [E; 13] = [
+        let events: [E; 14] = [
             (
                 0,
                 "start",
@@ -493,6 +505,16 @@ mod tests {
                 None,
                 Some("failed"),
             ),
+            // The pod's next run, starting the instant the last one ended.
+            (
+                HOUR,
+                "start",
+                None,
+                Some("a"),
+                Some("a-0"),
+                Some("training"),
+                None,
+            ),
             (
                 HOUR,
                 "stop",
@@ -521,10 +543,12 @@ mod tests {
                 Some("finished"),
             ),
         ];
+        // The table holds them last first: the fold sorts them.
+        let rows: Vec<E> = events.iter().rev().copied().collect();
         let text = |f: fn(&E) -> Option<&'static str>| -> ArrayRef {
-            Arc::new(events.iter().map(f).collect::<StringArray>())
+            Arc::new(rows.iter().map(f).collect::<StringArray>())
         };
-        let times = TimestampMicrosecondArray::from_iter_values(events.iter().map(|e| e.0));
+        let times = TimestampMicrosecondArray::from_iter_values(rows.iter().map(|e| e.0));
         let batch = batch_with_columns(
             Table::SchedulerEvents,
             vec![
@@ -576,6 +600,7 @@ mod tests {
             found,
             [
                 (None, "a".to_string(), 0, Some(HOUR), Ending::Failed),
+                (None, "a".to_string(), HOUR, None, Ending::Running),
                 (
                     Some("x".to_string()),
                     "b".to_string(),
