@@ -12,6 +12,7 @@ use gpuledger_build::BuildError;
 use gpuledger_ingest::IngestError;
 use gpuledger_lake::LakeError;
 use gpuledger_query::QueryError;
+use gpuledger_report::ReportError;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -254,6 +255,19 @@ pub struct JsonBody<T>(pub T);
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct QueryParams<T>(pub T);
 
+/// A report's failure answers as the part that failed: a query's class (past the memory or time
+/// limit, a worker lost), the lake's or the ledger's; the rest is the service's own.
+impl From<ReportError> for ApiError {
+    fn from(error: ReportError) -> Self {
+        match error {
+            ReportError::Query(error) => ApiError::Query(error),
+            ReportError::Lake(error) => ApiError::Lake(error),
+            ReportError::Ledger(error) => ApiError::Build(error),
+            error => ApiError::Internal(error.to_string()),
+        }
+    }
+}
+
 impl From<axum::extract::rejection::JsonRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
         ApiError::BadRequest(rejection.body_text())
@@ -269,5 +283,28 @@ impl From<axum::extract::rejection::PathRejection> for ApiError {
 impl From<axum::extract::rejection::QueryRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::QueryRejection) -> Self {
         ApiError::BadRequest(rejection.body_text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report that runs past the query memory limit answers as a query that does, not as the
+    /// service's own failure.
+    #[test]
+    fn a_report_past_a_query_limit_answers_as_a_query_does() {
+        let exhausted = || {
+            ReportError::Query(QueryError::from(DataFusionError::ResourcesExhausted(
+                "hash aggregate".into(),
+            )))
+        };
+        let error = ApiError::from(exhausted());
+        assert_eq!(
+            (error.status(), error.sqlstate()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "53200")
+        );
+        let rows = ApiError::from(ReportError::Rows("bad".into()));
+        assert_eq!(rows.status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

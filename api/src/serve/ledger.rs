@@ -48,7 +48,7 @@ pub struct BalanceReport {
         (status = 400, description = "A missing or malformed date, or a window that is empty or longer than 1,000 days", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The token may not read, or is limited to a team", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The read ran past --query-timeout", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The read ran past --query-timeout or --query-memory-mb", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn balance_report(

@@ -65,7 +65,7 @@ fn whole_fleet(principal: &Principal) -> Result<(), ApiError> {
         (status = 404, description = "The year has no such week (week 53 of a 52-week year)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The token may not read, or is limited to one team", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The read ran past --query-timeout", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The read ran past --query-timeout or --query-memory-mb", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn weekly(
@@ -96,7 +96,12 @@ pub async fn weekly(
                 let limits = TenantLimits::declared(&lake).await?;
                 weekly_report_in(&ctx, &lake, week, &limits).await
             }
-            .map_err(move |e| ApiError::Internal(format!("weekly report {week}: {e}"))),
+            .map_err(move |e| match ApiError::from(e) {
+                ApiError::Internal(message) => {
+                    ApiError::Internal(format!("weekly report {week}: {message}"))
+                }
+                answered => answered,
+            }),
         )
         .await?;
     Ok((
