@@ -17,9 +17,8 @@ use gpuledger_ledger::journal::Balance as LedgerBalance;
 use gpuledger_ledger::money::Money;
 use gpuledger_query::columns::{money, records};
 use gpuledger_query::decoded_files::{BOUNDED_TABLES, DecodedFiles};
-use gpuledger_query::distributed::Workers;
-use gpuledger_query::new_session;
 use gpuledger_query::table_functions::TrainingRunsMemo;
+use gpuledger_query::{SessionOptions, new_session_with};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -34,17 +33,26 @@ const WEEK_HOURS: f64 = WEEK_SECONDS / 3600.0;
 const DECODED_BUDGET_BYTES: usize = 256 << 20;
 
 /// The report of `week` over `lake`, with `limits` for the tenants section, in a session of its
-/// own (the CLI's, the scheduled export's).
+/// own (the CLI's, the scheduled export's). The sections ask about twenty questions of the same
+/// week's ledger files, so the session decodes each file once.
 pub async fn weekly_report(
     lake: &Lake,
     week: IsoWeek,
     limits: &TenantLimits,
 ) -> Result<WeeklyReport> {
-    weekly_report_in(&new_session(lake)?, lake, week, limits).await
+    let options = SessionOptions {
+        decoded_files: Some(Arc::new(DecodedFiles::new(
+            &BOUNDED_TABLES,
+            DECODED_BUDGET_BYTES,
+        ))),
+        ..SessionOptions::default()
+    };
+    weekly_report_in(&new_session_with(lake, &options)?, lake, week, limits).await
 }
 
 /// The report of `week` as `session`, a session over `lake`, reads it: a server's, with its
-/// memory limit and the files it keeps decoded. The report's own memos go on a copy of it.
+/// memory limit and the files it keeps decoded. The report's memo of training runs goes on a
+/// copy of it.
 pub async fn weekly_report_in(
     session: &SessionContext,
     lake: &Lake,
@@ -52,18 +60,10 @@ pub async fn weekly_report_in(
     limits: &TenantLimits,
 ) -> Result<WeeklyReport> {
     let mut state = session.state();
-    let config = state.config_mut();
     // The training and optimization sections fold the same week's runs.
-    config.set_extension(Arc::new(TrainingRunsMemo::default()));
-    // The sections ask about twenty questions of the same week's ledger files: each is decoded
-    // once, by the session's memo or the report's own. On workers the plans name files for them
-    // to read instead.
-    if config.get_extension::<DecodedFiles>().is_none() && Workers::of_this_process().is_empty() {
-        config.set_extension(Arc::new(DecodedFiles::new(
-            &BOUNDED_TABLES,
-            DECODED_BUDGET_BYTES,
-        )));
-    }
+    state
+        .config_mut()
+        .set_extension(Arc::new(TrainingRunsMemo::default()));
     let ctx = &SessionContext::new_with_state(state);
     let declared = Arc::new(declared(lake.catalog()).await?);
     let w = Arc::new(Window::of(week));

@@ -33,7 +33,7 @@ use datafusion::common::{NullEquality, Result as DfResult, ScalarValue};
 use datafusion::datasource::TableProvider;
 use datafusion::functions::expr_fn::coalesce;
 use datafusion::functions_aggregate::expr_fn::sum;
-use datafusion::logical_expr::{Expr, JoinType, LogicalPlan, col, lit, when};
+use datafusion::logical_expr::{Expr, JoinType, LogicalPlanBuilder, col, lit, when};
 use gpuledger_ledger::training::{Event, Row, TrainingRuns, WorkloadCost, WorkloadKey};
 use tokio::sync::OnceCell;
 
@@ -114,18 +114,9 @@ impl TrainingEconomicsTable {
         state: &dyn Session,
     ) -> DfResult<HashMap<WorkloadKey, (String, WorkloadCost)>> {
         let zero = |name: &str| coalesce(vec![col(name), lit(0.0)]);
-        let plan = scan_window("gpu_hours", &self.gpu_hours, "hour", &self.bounds)?
-            .filter(col("team").is_not_null().and(col("workload").is_not_null()))?
-            .join_detailed(
-                training_workloads(&self.scheduler_events, &self.bounds)?,
-                JoinType::LeftSemi,
-                (
-                    vec!["gpu_hours.namespace", "gpu_hours.workload"],
-                    vec!["training.namespace", "training.workload"],
-                ),
-                None,
-                NullEquality::NullEqualsNull,
-            )?
+        let rows = scan_window("gpu_hours", &self.gpu_hours, "hour", &self.bounds)?
+            .filter(col("team").is_not_null().and(col("workload").is_not_null()))?;
+        let plan = of_training_workloads(rows, "gpu_hours", &self.scheduler_events, &self.bounds)?
             .aggregate(
                 vec![col("team"), col("namespace"), col("workload")],
                 vec![
@@ -155,21 +146,32 @@ impl TrainingEconomicsTable {
                 charged.push((key, team.value(row).to_string(), cost));
             }
         }
-        // By workload, then team: the sums add in one order and the first team charged the
-        // most is the one named.
+        // By workload, then team: the sums add in one order, and of the teams charged the most
+        // the first is named.
         charged.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-        let mut costs: HashMap<WorkloadKey, (String, WorkloadCost)> = HashMap::new();
-        let mut most = HashMap::new();
-        for (key, team, cost) in charged {
-            let most = most.entry(key.clone()).or_insert(f64::NEG_INFINITY);
-            let (named, total) = costs.entry(key).or_default();
-            if cost.cost > *most {
-                *most = cost.cost;
-                *named = team;
-            }
-            total.cost += cost.cost;
-            total.gpu_hours += cost.gpu_hours;
-        }
+        let costs = charged
+            .chunk_by(|a, b| a.0 == b.0)
+            .map(|teams| {
+                let named = teams
+                    .iter()
+                    .reduce(|most, team| {
+                        if team.2.cost > most.2.cost {
+                            team
+                        } else {
+                            most
+                        }
+                    })
+                    .expect("a chunk has a row");
+                let total =
+                    teams
+                        .iter()
+                        .fold(WorkloadCost::default(), |total, team| WorkloadCost {
+                            cost: total.cost + team.2.cost,
+                            gpu_hours: total.gpu_hours + team.2.gpu_hours,
+                        });
+                (named.0.clone(), (named.1.clone(), total))
+            })
+            .collect();
         Ok(costs)
     }
 }
@@ -229,18 +231,9 @@ async fn fold_runs(
         .into_iter()
         .chain(EVENT_TEXT)
         .map(col);
-    let plan = scan_window("scheduler_events", scheduler_events, "ts", bounds)?
-        .filter(col("workload").is_not_null().and(col("pod").is_not_null()))?
-        .join_detailed(
-            training_workloads(scheduler_events, bounds)?,
-            JoinType::LeftSemi,
-            (
-                vec!["scheduler_events.namespace", "scheduler_events.workload"],
-                vec!["training.namespace", "training.workload"],
-            ),
-            None,
-            NullEquality::NullEqualsNull,
-        )?
+    let events = scan_window("scheduler_events", scheduler_events, "ts", bounds)?
+        .filter(col("workload").is_not_null().and(col("pod").is_not_null()))?;
+    let plan = of_training_workloads(events, "scheduler_events", scheduler_events, bounds)?
         .project(read)?
         // A total order, so that events of one instant fold the same whatever order the files,
         // partitions and the join hand them over in.
@@ -291,21 +284,23 @@ async fn fold_runs(
     Ok(runs)
 }
 
-/// The namespace and name of each workload that an event in the window marks as training, as
-/// `TrainingRuns::add` tells them (a `start` labelled `workload_type: training`, or any
-/// `checkpoint` or `progress` of a pod), in a plan named `training`. Both readers of the runs
-/// (this function and `spot_savings`) read training workloads only, and a fleet's week is
-/// mostly other pods (each Kubernetes Job a workload of its own): the fold reads their events
-/// only, and their costs only are summed. A missing namespace is a namespace of its own, as in
-/// the fold's keys (join with `NullEqualsNull`).
-fn training_workloads(
+/// The rows of `rows` (a plan over the table `table`, with `namespace` and `workload` columns)
+/// that belong to a workload some event in the window marks as training, as `TrainingRuns::add`
+/// tells them: a `start` labelled `workload_type: training`, or any `checkpoint` or `progress` of
+/// a pod. Both readers of the runs (this function and `spot_savings`) read training workloads
+/// only, and a fleet's week is mostly other pods (each Kubernetes Job a workload of its own): the
+/// fold reads their events only, and their costs only are summed. A missing namespace is a
+/// namespace of its own, as in the fold's keys (`NullEqualsNull`).
+fn of_training_workloads(
+    rows: LogicalPlanBuilder,
+    table: &str,
     scheduler_events: &Arc<dyn TableProvider>,
     bounds: &(ScalarValue, ScalarValue),
-) -> DfResult<LogicalPlan> {
+) -> DfResult<LogicalPlanBuilder> {
     let marks_training = (col("event").eq(lit("start")))
         .and(col("workload_type").eq(lit("training")))
         .or(col("event").in_list(vec![lit("checkpoint"), lit("progress")], false));
-    scan_window("training", scheduler_events, "ts", bounds)?
+    let training = scan_window("training", scheduler_events, "ts", bounds)?
         .filter(
             col("workload")
                 .is_not_null()
@@ -313,7 +308,21 @@ fn training_workloads(
                 .and(marks_training),
         )?
         .project([col("namespace"), col("workload")])?
-        .build()
+        .build()?;
+    let key = |name| format!("{table}.{name}");
+    rows.join_detailed(
+        training,
+        JoinType::LeftSemi,
+        (
+            vec![key("namespace"), key("workload")],
+            vec![
+                "training.namespace".to_string(),
+                "training.workload".to_string(),
+            ],
+        ),
+        None,
+        NullEquality::NullEqualsNull,
+    )
 }
 
 /// At one instant progress is reported before the checkpoint that saves it, both before the run
