@@ -10,10 +10,14 @@
 //!   remote-write parser on the same samples;
 //! - `day`: the end-to-end ingest of one day of that fleet (5,760 scrapes) through the real
 //!   pipeline into durable zstd Parquet with a SQLite catalog: samples per second, text parse
-//!   included, and Parquet bytes per sample. Each hour is generated in memory first, outside the
+//!   included, samples per CPU-second of the process (the goal is per core), and Parquet bytes
+//!   per sample. Each hour is generated in memory first, outside the
 //!   timing, and lands as one input (as hourly scrape files would). `GPULEDGER_BENCH_HOURS=N`
 //!   runs N hours instead of 24; `GPULEDGER_BENCH_INPUT=family` lands family-grouped text and
 //!   `GPULEDGER_BENCH_INPUT=remote-write` one remote-write body per hour instead.
+
+#[path = "../../query/benches/support/duckdb.rs"]
+mod duckdb;
 
 use std::fmt::Write;
 use std::hint::black_box;
@@ -474,6 +478,8 @@ fn day_end_to_end(hours: usize, grouping: Option<Grouping>) {
         }))
         .unwrap();
     let (mut samples, mut text_bytes, mut elapsed) = (0u64, 0u64, Duration::ZERO);
+    // The CPU time of the ingests alone (the input is made between them, outside the timing).
+    let mut cpu_seconds = 0.0;
     for hour in 0..hours {
         let (first, count) = (hour * SCRAPES_PER_HOUR, SCRAPES_PER_HOUR);
         let (text, hour_samples) = match grouping {
@@ -492,9 +498,12 @@ fn day_end_to_end(hours: usize, grouping: Option<Grouping>) {
             Source::RemoteWrite
         };
         let options = IngestOptions::new(source, ParseContext::new("bench", Utc::now()));
-        let started = Instant::now();
+        let (started, cpu) = (Instant::now(), duckdb::process_cpu_seconds());
         let report = runtime.block_on(ingest(&lake, input, options)).unwrap();
         elapsed += started.elapsed();
+        if let (Some(before), Some(after)) = (cpu, duckdb::process_cpu_seconds()) {
+            cpu_seconds += after - before;
+        }
         assert!(report.rejections.is_empty());
         assert_eq!(
             report.rows_landed(),
@@ -514,11 +523,12 @@ fn day_end_to_end(hours: usize, grouping: Option<Grouping>) {
     let seconds = elapsed.as_secs_f64();
     println!(
         "dcgm_ingest/day ({shape}): {hours} h of {} GPUs at 15 s: {samples} samples ({rows} wide rows, {:.2} GB of input) \
-         in {seconds:.1} s = {:.2} M samples/s end to end; {parquet_bytes} bytes of Parquet in {} files = \
+         in {seconds:.1} s = {:.2} M samples/s end to end, {cpu_seconds:.1} s of CPU = {:.2} M samples per CPU-second; {parquet_bytes} bytes of Parquet in {} files = \
          {:.3} bytes per sample ({:.1} bytes of input per sample)",
         NODES * GPUS_PER_NODE,
         text_bytes as f64 / 1e9,
         samples as f64 / seconds / 1e6,
+        samples as f64 / cpu_seconds / 1e6,
         files.len(),
         parquet_bytes as f64 / samples as f64,
         text_bytes as f64 / samples as f64,

@@ -1,7 +1,8 @@
 //! The ingest pipeline: one input in, one catalog batch out, exactly once.
 //!
 //! ```text
-//! file | stdin | bytes ─► count+hash ─► gunzip? ─► parser (blocking thread)
+//! file | stdin | bytes ─► count+hash ─► gunzip? ─► hash (its own thread past one chunk)
+//!        ─► parser (blocking thread)
 //!        ─► channel ─► dedupe (known identities) ─► TableWriter (Parquet objects, invisible)
 //!        ─► Catalog::commit_batch (one transaction: files + quarantine + restatement)
 //! ```
@@ -37,6 +38,7 @@ use crate::error::IngestError;
 use crate::record::{DEFAULT_BATCH_ROWS, ParseContext, Sink, strict_stop};
 use crate::{dcgm, events, focus, remote_write, tokens};
 use group_commit::{Held, Member};
+use hashed_input::HashedInput;
 
 /// The kinds of input: the file formats, and Prometheus remote-write (HTTP only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -469,10 +471,7 @@ pub async fn ingest(
                 source == Source::RemoteWrite,
                 Arc::clone(&breach),
             );
-            let mut input = HashingBufRead {
-                inner: Box::new(BufReader::with_capacity(buffer, bounded)),
-                hasher: Sha256::new(),
-            };
+            let mut input = HashedInput::new(bounded, buffer);
             let mut sink = ChannelSink {
                 sender,
                 kept: Kept::default(),
@@ -496,7 +495,12 @@ pub async fn ingest(
             if let Some(breach) = breach.lock().expect("breach").take() {
                 return Err(breach.into_error(&context.origin));
             }
-            Ok((parsed?, sink.kept, input.hasher))
+            let parsed = parsed?;
+            let content = input.finish().map_err(|source| IngestError::Read {
+                origin: context.origin.clone(),
+                source,
+            })?;
+            Ok((parsed, sink.kept, content))
         });
 
     let mut writer = TableWriter::new(Arc::clone(lake.store()), batch_id.clone());
@@ -861,39 +865,6 @@ impl Read for HashingReader {
     }
 }
 
-/// Hashes the decompressed bytes as the parser consumes them (parsers read a byte at a time:
-/// the hasher is owned, no lock).
-struct HashingBufRead {
-    inner: Box<dyn BufRead + Send>,
-    hasher: Sha256,
-}
-
-impl Read for HashingBufRead {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        Ok(n)
-    }
-}
-
-impl BufRead for HashingBufRead {
-    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        self.inner.fill_buf()
-    }
-
-    fn consume(&mut self, amount: usize) {
-        if amount == 0 {
-            return;
-        }
-        // The buffer filled last is still there (nothing consumed it): no read happens here.
-        if let Ok(buffer) = self.inner.fill_buf() {
-            let amount = amount.min(buffer.len());
-            self.hasher.update(&buffer[..amount]);
-        }
-        self.inner.consume(amount);
-    }
-}
-
 /// The rejections of one input: the first ones whole, the rest counted.
 #[derive(Default)]
 struct Kept {
@@ -1153,6 +1124,7 @@ impl KnownIds {
 }
 
 mod group_commit;
+mod hashed_input;
 pub use group_commit::{GroupCommit, GroupLimits};
 
 #[cfg(test)]

@@ -87,6 +87,57 @@ async fn the_same_input_lands_once_and_leaves_no_stray_objects() {
     ));
 }
 
+/// An input of several read chunks is hashed on a thread of its own while it is parsed: every
+/// row lands, and the same bytes read in other chunks, or gzipped, are the same input.
+#[tokio::test]
+async fn an_input_of_many_chunks_lands_whole_and_is_known_again_however_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = lake(&dir).await;
+    let text: String = (0..2_000)
+        .flat_map(|t| {
+            (0..20).map(move |gpu| {
+                format!(
+                    "DCGM_FI_DEV_GPU_TEMP{{gpu=\"{gpu}\",UUID=\"GPU-{gpu}\",Hostname=\"n1\"}} {} {}\n",
+                    40 + (t + gpu) % 7,
+                    1_790_000_000_000i64 + t * 15_000
+                )
+            })
+        })
+        .collect();
+    assert!(text.len() > 2 * MAX_READ_BUFFER, "{} bytes", text.len());
+    let first = ingest(&lake, bytes(text.as_bytes()), options(Source::Dcgm))
+        .await
+        .unwrap();
+    assert_eq!(first.outcome, Outcome::Landed { rows_replaced: 0 });
+    assert_eq!(
+        (first.records_read, first.rows.clone()),
+        (40_000, vec![(Table::GpuSamples, 40_000)])
+    );
+    let mut gzipped = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gzipped.write_all(text.as_bytes()).unwrap();
+    let gzipped = gzipped.finish().unwrap();
+    let again = [
+        // Read in chunks of 8 KiB (the size declared picks the chunk).
+        Input::Reader {
+            origin: "stream".into(),
+            reader: Box::new(std::io::Cursor::new(text.clone().into_bytes())),
+            size: Some(1),
+        },
+        bytes(&gzipped),
+    ];
+    for input in again {
+        let origin = input.origin();
+        let report = ingest(&lake, input, options(Source::Dcgm)).await.unwrap();
+        assert_eq!(
+            report.outcome,
+            Outcome::AlreadyIngested {
+                batch_id: first.batch_id.clone()
+            },
+            "{origin}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn strict_mode_lands_nothing_and_gzip_is_detected_by_content() {
     let dir = tempfile::tempdir().unwrap();

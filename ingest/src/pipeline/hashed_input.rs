@@ -1,0 +1,335 @@
+//! The decompressed input as a parser reads it, hashed as it is read.
+//!
+//! An input's identity is the SHA-256 of every byte after gunzip, and hashing is as costly as
+//! parsing: for dcgm text (~300 bytes a sample) SHA-256 was ~40 % of the parsing thread's time,
+//! with the writer's core mostly idle. So the input is read in chunks that the parser and a
+//! hashing thread share: an input of one chunk (a request body, a scrape) is hashed inline and
+//! starts no thread; from its second chunk on, a larger input is hashed on a thread of its own
+//! while the parser goes on. The chunks are few and reused, so memory stays at
+//! [`CHUNKS_IN_FLIGHT`] chunks whatever the input's size, and a slow hasher holds the parser
+//! back rather than letting chunks pile up.
+
+use std::io::{BufRead, ErrorKind, Read};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
+use std::thread::JoinHandle;
+
+use sha2::{Digest, Sha256};
+
+/// Chunks allocated for one input at most: the one being parsed, one being hashed, one queued.
+const CHUNKS_IN_FLIGHT: usize = 3;
+
+pub(super) struct HashedInput<R> {
+    inner: R,
+    chunk_size: usize,
+    /// The chunk being parsed: `chunk[position..filled]` is still unread.
+    chunk: Arc<Vec<u8>>,
+    filled: usize,
+    position: usize,
+    /// Chunks read so far.
+    chunks_read: usize,
+    /// A read that failed after part of a chunk was read: returned once that part is parsed.
+    failed: Option<std::io::Error>,
+    hashing: Hashing,
+}
+
+enum Hashing {
+    /// On the reading thread, until the input proves longer than one chunk.
+    Inline(Sha256),
+    /// On a thread of its own, which hands each chunk back once hashed.
+    Threaded {
+        chunks: SyncSender<(Arc<Vec<u8>>, usize)>,
+        hashed: Receiver<Arc<Vec<u8>>>,
+        allocated: usize,
+        hasher: JoinHandle<Sha256>,
+    },
+}
+
+impl<R: Read> HashedInput<R> {
+    pub(super) fn new(inner: R, chunk_size: usize) -> Self {
+        Self {
+            inner,
+            chunk_size: chunk_size.max(1),
+            chunk: Arc::default(),
+            filled: 0,
+            position: 0,
+            chunks_read: 0,
+            failed: None,
+            hashing: Hashing::Inline(Sha256::new()),
+        }
+    }
+
+    /// The hash of every byte read. The caller reads to the end first: what a parser left
+    /// unread is part of the content too.
+    pub(super) fn finish(self) -> std::io::Result<Sha256> {
+        match self.hashing {
+            Hashing::Inline(sha) => Ok(sha),
+            Hashing::Threaded { chunks, hasher, .. } => {
+                drop(chunks);
+                hasher.join().map_err(|_| hasher_stopped())
+            }
+        }
+    }
+
+    /// Reads the next chunk, as full as the input allows (empty at the end), and hashes it.
+    fn next_chunk(&mut self) -> std::io::Result<()> {
+        if let Some(error) = self.failed.take() {
+            return Err(error);
+        }
+        let mut buffer = self.empty_buffer()?;
+        let mut filled = 0;
+        while filled < buffer.len() {
+            match self.inner.read(&mut buffer[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(error) if error.kind() == ErrorKind::Interrupted => {}
+                Err(error) if filled == 0 => return Err(error),
+                Err(error) => {
+                    // The bytes read before the error are the parser's to see first.
+                    self.failed = Some(error);
+                    break;
+                }
+            }
+        }
+        self.chunks_read += 1;
+        if self.chunks_read == 2
+            && filled > 0
+            && let Hashing::Inline(sha) = &mut self.hashing
+        {
+            self.hashing = start_hasher(std::mem::take(sha));
+        }
+        let chunk = Arc::new(buffer);
+        match &mut self.hashing {
+            Hashing::Inline(sha) => sha.update(&chunk[..filled]),
+            Hashing::Threaded { chunks, .. } if filled > 0 => chunks
+                .send((Arc::clone(&chunk), filled))
+                .map_err(|_| hasher_stopped())?,
+            Hashing::Threaded { .. } => {}
+        }
+        self.chunk = chunk;
+        self.filled = filled;
+        self.position = 0;
+        Ok(())
+    }
+
+    /// A chunk to read into: the one just parsed when hashing is inline, else one the hasher
+    /// handed back (or a new one while fewer than [`CHUNKS_IN_FLIGHT`] exist).
+    fn empty_buffer(&mut self) -> std::io::Result<Vec<u8>> {
+        let parsed = std::mem::take(&mut self.chunk);
+        let Hashing::Threaded {
+            hashed, allocated, ..
+        } = &mut self.hashing
+        else {
+            return Ok(Arc::try_unwrap(parsed)
+                .ok()
+                .filter(|b| b.len() == self.chunk_size)
+                .unwrap_or_else(|| vec![0; self.chunk_size]));
+        };
+        // The hasher may still hold the chunk just parsed; it comes back through `hashed`.
+        drop(parsed);
+        let returned = if *allocated < CHUNKS_IN_FLIGHT {
+            hashed.try_recv().ok()
+        } else {
+            Some(hashed.recv().map_err(|_| hasher_stopped())?)
+        };
+        // Once handed back by the hasher and let go of by the parser, a chunk has one owner.
+        match returned.and_then(|chunk| Arc::try_unwrap(chunk).ok()) {
+            Some(buffer) => Ok(buffer),
+            None => {
+                *allocated += 1;
+                Ok(vec![0; self.chunk_size])
+            }
+        }
+    }
+}
+
+/// Moves hashing to a thread of its own, carrying on from `sha`; inline still if no thread
+/// can be had.
+fn start_hasher(sha: Sha256) -> Hashing {
+    let (chunks, to_hash) = sync_channel::<(Arc<Vec<u8>>, usize)>(CHUNKS_IN_FLIGHT);
+    let (give_back, hashed) = channel();
+    let mut threaded = sha.clone();
+    let hasher = std::thread::Builder::new()
+        .name("gpuledger-hash".into())
+        .spawn(move || {
+            for (chunk, filled) in to_hash {
+                threaded.update(&chunk[..filled]);
+                // The reader may have finished and gone: then nobody needs the chunk back.
+                let _ = give_back.send(chunk);
+            }
+            threaded
+        });
+    match hasher {
+        Ok(hasher) => Hashing::Threaded {
+            chunks,
+            hashed,
+            // The chunk being read, in the first chunk's buffer (reused while inline).
+            allocated: 1,
+            hasher,
+        },
+        Err(error) => {
+            tracing::warn!(%error, "no thread to hash an input on: hashing it inline");
+            Hashing::Inline(sha)
+        }
+    }
+}
+
+fn hasher_stopped() -> std::io::Error {
+    std::io::Error::other("the thread hashing the input stopped")
+}
+
+impl<R: Read> Read for HashedInput<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(buf.len());
+        buf[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: Read> BufRead for HashedInput<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        if self.position == self.filled {
+            self.next_chunk()?;
+        }
+        Ok(&self.chunk[self.position..self.filled])
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.position = (self.position + amount).min(self.filled);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads `data` a few bytes at a time, with an interruption now and then, as a socket or a
+    /// gzip stream may.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+        reads: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.reads += 1;
+            if self.reads.is_multiple_of(5) {
+                return Err(ErrorKind::Interrupted.into());
+            }
+            let n = self.step.min(buf.len()).min(self.data.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    fn input(lines: usize) -> Vec<u8> {
+        (0..lines)
+            .map(|i| {
+                format!(
+                    "DCGM_FI_DEV_GPU_UTIL{{gpu=\"{i}\"}} {} 1767261600000\n",
+                    i * 7
+                )
+            })
+            .collect::<String>()
+            .into_bytes()
+    }
+
+    /// Every way through: lines read one by one (a parser), then the rest copied (what it left
+    /// unread), over chunks smaller than a line, of a line, and larger than the input.
+    #[test]
+    fn every_byte_is_read_once_in_order_and_hashed_as_sha256_of_the_whole() {
+        let data = input(500);
+        let expected = Sha256::digest(&data);
+        for chunk_size in [1, 7, 64, 4096, data.len(), data.len() + 1, 1 << 20] {
+            for step in [1, 13, 1 << 16] {
+                for parsed_lines in [0, 3, 500] {
+                    let mut hashed = HashedInput::new(
+                        Trickle {
+                            data: &data,
+                            step,
+                            reads: 0,
+                        },
+                        chunk_size,
+                    );
+                    let mut seen = Vec::new();
+                    for _ in 0..parsed_lines {
+                        hashed.read_until(b'\n', &mut seen).unwrap();
+                    }
+                    std::io::copy(&mut hashed, &mut seen).unwrap();
+                    assert_eq!(seen, data, "chunk {chunk_size}, step {step}");
+                    let threaded = matches!(hashed.hashing, Hashing::Threaded { .. });
+                    assert_eq!(threaded, chunk_size < data.len(), "chunk {chunk_size}");
+                    assert_eq!(
+                        hashed.finish().unwrap().finalize(),
+                        expected,
+                        "chunk {chunk_size}, step {step}, {parsed_lines} lines parsed"
+                    );
+                }
+            }
+        }
+    }
+
+    /// However long the input, the chunks allocated stay at `CHUNKS_IN_FLIGHT`.
+    #[test]
+    fn a_long_input_reuses_its_chunks() {
+        let data = input(20_000);
+        let mut hashed = HashedInput::new(&data[..], 256);
+        std::io::copy(&mut hashed, &mut std::io::sink()).unwrap();
+        let Hashing::Threaded { allocated, .. } = &hashed.hashing else {
+            panic!("an input of many chunks is hashed on a thread");
+        };
+        assert!(*allocated <= CHUNKS_IN_FLIGHT, "{allocated} chunks");
+        assert_eq!(hashed.chunks_read, data.len().div_ceil(256) + 1);
+        assert_eq!(hashed.finish().unwrap().finalize(), Sha256::digest(&data));
+    }
+
+    #[test]
+    fn an_empty_input_hashes_as_nothing() {
+        let mut hashed = HashedInput::new(&b""[..], 8);
+        assert!(hashed.fill_buf().unwrap().is_empty());
+        assert_eq!(hashed.finish().unwrap().finalize(), Sha256::digest(b""));
+    }
+
+    /// A read failing after some bytes hands those bytes over first, then the error.
+    #[test]
+    fn a_failing_read_gives_what_came_before_it_then_the_error() {
+        /// Fails once after `before` bytes, then would go on with `after` more.
+        struct FailsOnce {
+            before: usize,
+            failed: bool,
+        }
+        impl Read for FailsOnce {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if self.before == 0 && !self.failed {
+                    self.failed = true;
+                    return Err(std::io::Error::other("connection reset"));
+                }
+                let n = if self.failed {
+                    buf.len()
+                } else {
+                    self.before.min(buf.len()).min(3)
+                };
+                buf[..n].fill(if self.failed { b'y' } else { b'x' });
+                self.before = self.before.saturating_sub(n);
+                Ok(n)
+            }
+        }
+        for chunk_size in [4, 5, 10, 64] {
+            let mut hashed = HashedInput::new(
+                FailsOnce {
+                    before: 10,
+                    failed: false,
+                },
+                chunk_size,
+            );
+            let mut seen = Vec::new();
+            let error = std::io::copy(&mut hashed, &mut seen).unwrap_err();
+            assert_eq!(error.to_string(), "connection reset", "chunk {chunk_size}");
+            assert_eq!(seen, b"xxxxxxxxxx", "chunk {chunk_size}");
+        }
+    }
+}
