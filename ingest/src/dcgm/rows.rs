@@ -27,6 +27,11 @@ pub(super) struct WideRows {
     /// Rows opened at the time of the latest opened row since that time began: the size of the
     /// scrape being read, in scrape-grouped input.
     run: usize,
+    /// The row after the one found last: where the next cell's row most often is, since each
+    /// metric family lists its series and times in the order of the family before it (within a
+    /// scrape, or across a family-grouped dump). Checking it first spares the hash lookup
+    /// (with its cache misses over a large dump's rows) for all but a family's first cell.
+    next: usize,
 }
 
 impl WideRows {
@@ -37,6 +42,7 @@ impl WideRows {
             values: vec![Vec::new(); DCGM_FIELDS.len()],
             rows: Default::default(),
             run: 0,
+            next: 0,
         }
     }
 
@@ -54,9 +60,17 @@ impl WideRows {
     /// larger than a batch, or input in no time order).
     pub(super) fn row(&mut self, series: usize, ts: i64, batch_rows: usize) -> Option<usize> {
         let held = self.ts.len();
+        // A held row is the only one of its (series, time).
+        if self.ts.get(self.next) == Some(&ts) && self.series[self.next] == series {
+            self.next += 1;
+            return Some(self.next - 1);
+        }
         let new_time = self.ts.last() != Some(&ts);
         match self.rows.entry((series as u32, ts)) {
-            Entry::Occupied(row) => Some(*row.get() as usize),
+            Entry::Occupied(row) => {
+                self.next = *row.get() as usize + 1;
+                Some(self.next - 1)
+            }
             Entry::Vacant(_)
                 if held >= batch_rows.saturating_mul(2)
                     || (new_time && held + self.run > batch_rows) =>
@@ -66,6 +80,7 @@ impl WideRows {
             Entry::Vacant(slot) => {
                 slot.insert(held as u32);
                 self.run = if new_time { 1 } else { self.run + 1 };
+                self.next = held + 1;
                 self.ts.push(ts);
                 self.series.push(series);
                 for column in &mut self.values {
@@ -145,6 +160,7 @@ impl WideRows {
         }
         self.rows.clear();
         self.run = 0;
+        self.next = 0;
     }
 }
 
