@@ -242,3 +242,49 @@ fn a_write_leaves_the_runtime_free_while_it_encodes() {
         );
     });
 }
+
+/// Float columns whose values hardly repeat are written as plain values, those that repeat
+/// with a dictionary; both read back as written, nulls included.
+#[test]
+fn only_float_columns_that_repeat_get_a_dictionary() {
+    use arrow::array::Float64Array;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use parquet::basic::Encoding;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    let rows = 10_000;
+    let readings: Float64Array = (0..rows)
+        .map(|i| (i % 97 != 0).then_some(300.0 + i as f64 * 0.013_7))
+        .collect();
+    let temperatures: Float64Array = (0..rows).map(|i| Some(40.0 + (i % 25) as f64)).collect();
+    // Half distinct: at the boundary a dictionary still pays.
+    let halves: Float64Array = (0..rows).map(|i| Some((i % 2048) as f64)).collect();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("power_w", DataType::Float64, true),
+        Field::new("gpu_temp_c", DataType::Float64, true),
+        Field::new("halves", DataType::Float64, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![Arc::new(readings), Arc::new(temperatures), Arc::new(halves)],
+    )
+    .unwrap();
+    let bytes = Bytes::from(encode_parquet(&batch).unwrap());
+    let reader = SerializedFileReader::new(bytes.clone()).unwrap();
+    let dictionary: Vec<bool> = reader.metadata().row_groups()[0]
+        .columns()
+        .iter()
+        .map(|column| column.encodings().any(|e| e == Encoding::RLE_DICTIONARY))
+        .collect();
+    assert_eq!(dictionary, [false, true, true]);
+    let read: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .unwrap()
+        .build()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        arrow::compute::concat_batches(&batch.schema(), &read).unwrap(),
+        batch
+    );
+}
