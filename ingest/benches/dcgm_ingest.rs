@@ -15,8 +15,8 @@
 //!   timing, and lands as one input (as hourly scrape files would). `GPULEDGER_BENCH_HOURS=N`
 //!   runs N hours instead of 24; `GPULEDGER_BENCH_INPUT=family` lands family-grouped text and
 //!   `GPULEDGER_BENCH_INPUT=remote-write` one remote-write body per hour instead. For text,
-//!   DuckDB turns the same text into wide zstd Parquet in the same run (`peer_sql`; needs
-//!   `python3 -m pip install duckdb`), and the ratio is printed.
+//!   DuckDB turns the same text into wide zstd Parquet in the same run (`peer_sql`; when
+//!   `python3 -m pip install duckdb` has been run), and the ratio is printed.
 
 #[path = "../../query/benches/support/duckdb.rs"]
 mod duckdb;
@@ -483,7 +483,16 @@ fn day_end_to_end(hours: usize, grouping: Option<Grouping>) {
     // it cannot read remote-write bodies).
     let peer_dir = dir.path().join("peer");
     std::fs::create_dir_all(&peer_dir).unwrap();
-    let mut peer = grouping.map(|_| duckdb::DuckDb::over(&peer_dir, &[]));
+    let has_duckdb = std::process::Command::new("python3")
+        .args(["-c", "import duckdb"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if grouping.is_some() && !has_duckdb {
+        println!("dcgm_ingest/day: no DuckDB peer (python3 -m pip install duckdb to measure one)");
+    }
+    let mut peer = grouping
+        .filter(|_| has_duckdb)
+        .map(|_| duckdb::DuckDb::over(&peer_dir, &[]));
     let (mut peer_seconds, mut peer_cpu_seconds, mut peer_bytes) = (0.0, 0.0, 0u64);
     let (mut samples, mut text_bytes, mut elapsed) = (0u64, 0u64, Duration::ZERO);
     // The CPU time of the ingests alone (the input is made between them, outside the timing).
@@ -510,6 +519,7 @@ fn day_end_to_end(hours: usize, grouping: Option<Grouping>) {
             peer_cpu_seconds += answer.cpu_seconds;
             peer_bytes += std::fs::metadata(&parquet).unwrap().len();
             std::fs::remove_file(&text_file).unwrap();
+            std::fs::remove_file(&parquet).unwrap();
         }
         let input = Input::Bytes {
             origin: format!("hour-{hour:02}.prom"),

@@ -46,7 +46,7 @@ impl WrittenFile {
 }
 
 /// zstd, page statistics, and dictionaries for every column except the float columns of
-/// `batch` whose values hardly repeat (see [`repeats_enough_for_a_dictionary`]).
+/// `batch` whose values hardly repeat ([`repeats_enough_for_a_dictionary`]).
 fn writer_properties(batch: &RecordBatch) -> WriterProperties {
     let mut properties = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
@@ -66,8 +66,8 @@ fn writer_properties(batch: &RecordBatch) -> WriterProperties {
     properties.build()
 }
 
-/// Whether a float column's values repeat enough for a dictionary to pay: fewer distinct values
-/// than half of its first 4,096. Readings such as power or PCIe bytes per second hardly repeat;
+/// Whether a float column's values repeat enough for a dictionary to pay: at most half of its
+/// first 4,096 values distinct. Readings such as power or PCIe bytes per second hardly repeat;
 /// dictionary-encoding them fills the dictionary within a page, after which the writer falls
 /// back to plain values anyway, having spent bytes and time on the attempt. Plain values under
 /// zstd take 17–20 % fewer bytes for dcgm's high-cardinality fields (an hour of the ingest

@@ -3,9 +3,10 @@
 //! An input's identity is the SHA-256 of every byte after gunzip, and hashing is as costly as
 //! parsing: for dcgm text (~300 bytes a sample) SHA-256 was ~40 % of the parsing thread's time,
 //! with the writer's core mostly idle. So the input is read in chunks that the parser and a
-//! hashing thread share: an input of one chunk (a request body, a scrape) is hashed inline and
-//! starts no thread; from its second chunk on, a larger input is hashed on a thread of its own
-//! while the parser goes on. The chunks are few and reused, so memory stays at
+//! hashing thread share: an input read in one chunk (a plain request body, whose chunk is its
+//! size up to 1 MiB) is hashed inline and starts no thread; from its second chunk on, an input
+//! (a file, a stream, anything gzipped) is hashed on a thread of its own while the parser goes
+//! on. The chunks are few and reused, so memory stays at
 //! [`CHUNKS_IN_FLIGHT`] chunks whatever the input's size, and a slow hasher holds the parser
 //! back rather than letting chunks pile up.
 
@@ -16,7 +17,8 @@ use std::thread::JoinHandle;
 
 use sha2::{Digest, Sha256};
 
-/// Chunks allocated for one input at most: the one being parsed, one being hashed, one queued.
+/// Chunks allocated for one input at most: the one being read or parsed, one being hashed, one
+/// waiting for the hasher.
 const CHUNKS_IN_FLIGHT: usize = 3;
 
 pub(super) struct HashedInput<R> {
@@ -26,10 +28,8 @@ pub(super) struct HashedInput<R> {
     chunk: Arc<Vec<u8>>,
     filled: usize,
     position: usize,
-    /// Chunks read so far.
+    /// Chunks read with bytes in them.
     chunks_read: usize,
-    /// A read that failed after part of a chunk was read: returned once that part is parsed.
-    failed: Option<std::io::Error>,
     hashing: Hashing,
 }
 
@@ -54,7 +54,6 @@ impl<R: Read> HashedInput<R> {
             filled: 0,
             position: 0,
             chunks_read: 0,
-            failed: None,
             hashing: Hashing::Inline(Sha256::new()),
         }
     }
@@ -71,29 +70,27 @@ impl<R: Read> HashedInput<R> {
         }
     }
 
-    /// Reads the next chunk, as full as the input allows (empty at the end), and hashes it.
+    /// Reads the next chunk and hashes it. A chunk is what one read gives, as with a
+    /// `BufReader`: the parser sees bytes as they arrive (a trickling body, a pipe); an empty
+    /// chunk is the end.
     fn next_chunk(&mut self) -> std::io::Result<()> {
-        if let Some(error) = self.failed.take() {
-            return Err(error);
-        }
         let mut buffer = self.empty_buffer()?;
-        let mut filled = 0;
-        while filled < buffer.len() {
-            match self.inner.read(&mut buffer[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
+        let filled = loop {
+            match self.inner.read(&mut buffer) {
+                Ok(n) => break n,
                 Err(error) if error.kind() == ErrorKind::Interrupted => {}
-                Err(error) if filled == 0 => return Err(error),
                 Err(error) => {
-                    // The bytes read before the error are the parser's to see first.
-                    self.failed = Some(error);
-                    break;
+                    // The buffer stays this input's, for a read after the error.
+                    self.chunk = Arc::new(buffer);
+                    (self.filled, self.position) = (0, 0);
+                    return Err(error);
                 }
             }
+        };
+        if filled > 0 {
+            self.chunks_read += 1;
         }
-        self.chunks_read += 1;
         if self.chunks_read == 2
-            && filled > 0
             && let Hashing::Inline(sha) = &mut self.hashing
         {
             self.hashing = start_hasher(std::mem::take(sha));
@@ -107,32 +104,32 @@ impl<R: Read> HashedInput<R> {
             Hashing::Threaded { .. } => {}
         }
         self.chunk = chunk;
-        self.filled = filled;
-        self.position = 0;
+        (self.filled, self.position) = (filled, 0);
         Ok(())
     }
 
-    /// A chunk to read into: the one just parsed when hashing is inline, else one the hasher
-    /// handed back (or a new one while fewer than [`CHUNKS_IN_FLIGHT`] exist).
+    /// A chunk to read into: the one just parsed when the hasher does not hold it (always so
+    /// inline; when threaded, the empty chunk at the end or one a failed read left), else one
+    /// the hasher handed back, or a new one while fewer than [`CHUNKS_IN_FLIGHT`] exist.
     fn empty_buffer(&mut self) -> std::io::Result<Vec<u8>> {
-        let parsed = std::mem::take(&mut self.chunk);
+        if let Ok(buffer) = Arc::try_unwrap(std::mem::take(&mut self.chunk))
+            && buffer.len() == self.chunk_size
+        {
+            return Ok(buffer);
+        }
         let Hashing::Threaded {
             hashed, allocated, ..
         } = &mut self.hashing
         else {
-            return Ok(Arc::try_unwrap(parsed)
-                .ok()
-                .filter(|b| b.len() == self.chunk_size)
-                .unwrap_or_else(|| vec![0; self.chunk_size]));
+            return Ok(vec![0; self.chunk_size]);
         };
-        // The hasher may still hold the chunk just parsed; it comes back through `hashed`.
-        drop(parsed);
         let returned = if *allocated < CHUNKS_IN_FLIGHT {
             hashed.try_recv().ok()
         } else {
             Some(hashed.recv().map_err(|_| hasher_stopped())?)
         };
-        // Once handed back by the hasher and let go of by the parser, a chunk has one owner.
+        // Once handed back by the hasher and let go of by the parser (above), a chunk has one
+        // owner.
         match returned.and_then(|chunk| Arc::try_unwrap(chunk).ok()) {
             Some(buffer) => Ok(buffer),
             None => {
@@ -262,7 +259,12 @@ mod tests {
                     std::io::copy(&mut hashed, &mut seen).unwrap();
                     assert_eq!(seen, data, "chunk {chunk_size}, step {step}");
                     let threaded = matches!(hashed.hashing, Hashing::Threaded { .. });
-                    assert_eq!(threaded, chunk_size < data.len(), "chunk {chunk_size}");
+                    // Inline only when one read gave the whole input.
+                    assert_eq!(
+                        threaded,
+                        chunk_size.min(step) < data.len(),
+                        "chunk {chunk_size}, step {step}"
+                    );
                     assert_eq!(
                         hashed.finish().unwrap().finalize(),
                         expected,
@@ -283,7 +285,69 @@ mod tests {
             panic!("an input of many chunks is hashed on a thread");
         };
         assert!(*allocated <= CHUNKS_IN_FLIGHT, "{allocated} chunks");
-        assert_eq!(hashed.chunks_read, data.len().div_ceil(256) + 1);
+        assert_eq!(hashed.chunks_read, data.len().div_ceil(256));
+        assert_eq!(hashed.finish().unwrap().finalize(), Sha256::digest(&data));
+    }
+
+    /// Reads after the end, and reads that fail, leave no chunk behind: however many there are,
+    /// the input keeps its chunks and its hash (before, every read at the end lost one, and the
+    /// fourth waited for ever for the hasher to hand one back).
+    #[test]
+    fn reads_at_the_end_and_failed_reads_lose_no_chunk() {
+        struct FailsEveryOther<'a> {
+            data: &'a [u8],
+            calls: usize,
+        }
+        impl Read for FailsEveryOther<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.calls += 1;
+                if self.calls.is_multiple_of(2) {
+                    return Err(std::io::Error::other("flaky"));
+                }
+                let n = 3.min(buf.len()).min(self.data.len());
+                buf[..n].copy_from_slice(&self.data[..n]);
+                self.data = &self.data[n..];
+                Ok(n)
+            }
+        }
+        let data = input(40);
+        let mut hashed = HashedInput::new(
+            FailsEveryOther {
+                data: &data,
+                calls: 0,
+            },
+            16,
+        );
+        let mut seen = Vec::new();
+        let mut failures = 0;
+        loop {
+            match hashed.fill_buf() {
+                Ok([]) => break,
+                Ok(bytes) => {
+                    let n = bytes.len();
+                    seen.extend_from_slice(bytes);
+                    hashed.consume(n);
+                }
+                Err(error) => {
+                    assert_eq!(error.to_string(), "flaky");
+                    failures += 1;
+                }
+            }
+        }
+        assert!(failures > 100, "{failures} failed reads");
+        // The reader goes on failing every other read at the end too.
+        let mut ends = 0;
+        while ends < 10 {
+            if let Ok(bytes) = hashed.fill_buf() {
+                assert!(bytes.is_empty());
+                ends += 1;
+            }
+        }
+        assert_eq!(seen, data);
+        let Hashing::Threaded { allocated, .. } = &hashed.hashing else {
+            panic!("an input of many chunks is hashed on a thread");
+        };
+        assert!(*allocated <= CHUNKS_IN_FLIGHT, "{allocated} chunks");
         assert_eq!(hashed.finish().unwrap().finalize(), Sha256::digest(&data));
     }
 
