@@ -6,9 +6,8 @@
 //! hashing thread share: an input read in one chunk (a plain request body, whose chunk is its
 //! size up to 1 MiB) is hashed inline and starts no thread; from its second chunk on, an input
 //! (a file, a stream, anything gzipped) is hashed on a thread of its own while the parser goes
-//! on. The chunks are few and reused, so memory stays at
-//! [`CHUNKS_IN_FLIGHT`] chunks whatever the input's size, and a slow hasher holds the parser
-//! back rather than letting chunks pile up.
+//! on. The chunks are few and reused, so memory stays at [`CHUNKS_IN_FLIGHT`] chunks whatever
+//! the input's size, and a slow hasher holds the parser back rather than letting chunks pile up.
 
 use std::io::{BufRead, ErrorKind, Read};
 use std::sync::Arc;
