@@ -39,9 +39,8 @@ pub const BOUNDED_TABLES: [Table; 4] = [
 /// The columns of one file decoded so far, by index in the table's schema.
 type Columns = HashMap<usize, ArrayRef>;
 
-/// See the module doc. Set on a session with
-/// `ctx.state_ref().write().config_mut().set_extension(Arc::new(DecodedFiles::new(..)))`, or
-/// for every session of a process with `SessionOptions::decoded_files`.
+/// See the module doc. Given to sessions through `SessionOptions::decoded_files`, which never
+/// gives it to a session with query workers.
 #[derive(Debug)]
 pub struct DecodedFiles {
     tables: Vec<Table>,
@@ -136,6 +135,7 @@ impl DecodedFiles {
             .collect();
         if !missing.is_empty() {
             if !self.make_room(path) {
+                self.forget_if_empty(path, &file, &columns);
                 return Ok(None);
             }
             let batches = match decode(missing.clone()).await {
@@ -184,7 +184,7 @@ impl DecodedFiles {
     }
 
     /// Lets go of the entry of `path` when it is `file` and holds no columns (its decoding
-    /// failed), so that failed reads leave nothing behind.
+    /// failed, or no room could be made for it), so that such reads leave nothing behind.
     fn forget_if_empty(
         &self,
         path: &str,
@@ -192,12 +192,7 @@ impl DecodedFiles {
         columns: &Columns,
     ) {
         let mut held = self.lock();
-        if columns.is_empty()
-            && held
-                .files
-                .get(path)
-                .is_some_and(|entry| Arc::ptr_eq(&entry.columns, file))
-        {
+        if columns.is_empty() && entry_of(&mut held.files, path, file).is_some() {
             held.files.remove(path);
         }
     }
@@ -205,16 +200,25 @@ impl DecodedFiles {
     /// Counts `added` bytes of columns decoded into `file`, the entry of `path`, unless room was
     /// made of it meanwhile (its columns then go with the scans that read them).
     fn count(&self, path: &str, file: &Arc<tokio::sync::Mutex<Columns>>, added: usize) {
-        let mut held = self.lock();
-        let Some(entry) = held.files.get_mut(path) else {
-            return;
-        };
-        if !Arc::ptr_eq(&entry.columns, file) {
-            return;
+        let mut guard = self.lock();
+        let held = &mut *guard;
+        if let Some(entry) = entry_of(&mut held.files, path, file) {
+            entry.bytes += added;
+            held.bytes += added;
         }
-        entry.bytes += added;
-        held.bytes += added;
     }
+}
+
+/// The entry of `path` if it is still `file`: room may have been made of it meanwhile, and the
+/// path read into a new entry since.
+fn entry_of<'h>(
+    files: &'h mut HashMap<String, File>,
+    path: &str,
+    file: &Arc<tokio::sync::Mutex<Columns>>,
+) -> Option<&'h mut File> {
+    files
+        .get_mut(path)
+        .filter(|entry| Arc::ptr_eq(&entry.columns, file))
 }
 
 #[cfg(test)]
@@ -286,7 +290,8 @@ mod tests {
         assert_eq!((small.files(), small.held()), (1, one_file()));
         let none = DecodedFiles::new(&BOUNDED_TABLES, 0);
         assert!(!read(&none, "a", &decodes).await);
-        assert_eq!(none.held(), 0);
+        // Nothing left behind either: not even an empty entry.
+        assert_eq!((none.files(), none.held()), (0, 0));
         assert_eq!(decodes.load(Ordering::Relaxed), 2);
     }
 
