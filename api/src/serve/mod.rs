@@ -147,23 +147,20 @@ impl AppState {
 
     /// A session that sees what `principal` may see, with the query memory limit.
     pub fn session(&self, principal: &Principal) -> Result<SessionContext, ApiError> {
-        Ok(new_session_with(
-            &self.lake,
-            &SessionOptions {
-                scope: principal.scope(),
-                memory_limit: Some(self.sql.memory_limit),
-                decoded_files: self.decoded_files.clone(),
-                ..SessionOptions::default()
-            },
-        )?)
+        self.session_over(principal.scope())
     }
 
     /// A session that sees every team, for the service's own work (the budget evaluator).
     pub fn unscoped_session(&self) -> Result<SessionContext, ApiError> {
+        self.session_over(Scope::All)
+    }
+
+    /// A server session over `scope`: the query memory limit and the shared decoded files.
+    fn session_over(&self, scope: Scope) -> Result<SessionContext, ApiError> {
         Ok(new_session_with(
             &self.lake,
             &SessionOptions {
-                scope: Scope::All,
+                scope,
                 memory_limit: Some(self.sql.memory_limit),
                 decoded_files: self.decoded_files.clone(),
                 ..SessionOptions::default()
