@@ -135,20 +135,12 @@ fn serve_builds_the_ledger_from_what_lands() {
         // Those reads went through the files `serve` keeps decoded (--decoded-cache-mb), yet
         // each saw the files the catalog listed at the time: the late day and the restated
         // rate, not the files they replaced.
-        let metrics = server.metrics();
-        let gauge = |name: &str| -> i64 {
-            let line = metrics
-                .lines()
-                .find(|line| line.starts_with(&format!("gpuledger_{name} ")))
-                .unwrap_or_else(|| panic!("no {name} in {metrics}"));
-            line.rsplit(' ').next().unwrap().parse().unwrap()
-        };
         assert!(
-            gauge("decoded_cache_bytes") > 0,
+            server.gauge("decoded_cache_bytes") > 0,
             "[{backend}] nothing decoded"
         );
         assert!(
-            gauge("decoded_cache_files") > 0,
+            server.gauge("decoded_cache_files") > 0,
             "[{backend}] nothing decoded"
         );
         // The day balances: the rate card prices the GPU time the ledger sees (no telemetry

@@ -158,14 +158,7 @@ fn rest_reads_of_the_lake_wait_for_a_query_slot() {
     load_worked_example(&ledger);
     let reader = ledger.token("read", None);
     let server = ledger.serve(&["--query-concurrency", "1", "--query-timeout", "4s"]);
-    let gauge = |name: &str| -> i64 {
-        let metrics = server.metrics();
-        let line = metrics
-            .lines()
-            .find(|line| line.starts_with(&format!("gpuledger_{name} ")))
-            .unwrap_or_else(|| panic!("no {name} in {metrics}"));
-        line.rsplit(' ').next().unwrap().parse().unwrap()
-    };
+    let gauge = |name: &str| server.gauge(name);
     let wait_for = |name: &str, value: i64| {
         let started = Instant::now();
         while gauge(name) != value {

@@ -286,6 +286,16 @@ impl Server {
             .unwrap()
     }
 
+    /// The value of the gauge `gpuledger_<name>` in `/metrics` now.
+    pub fn gauge(&self, name: &str) -> i64 {
+        let metrics = self.metrics();
+        let line = metrics
+            .lines()
+            .find(|line| line.starts_with(&format!("gpuledger_{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {metrics}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    }
+
     /// The rows of a query that must succeed.
     pub fn rows(&self, token: &str, query: &str) -> Vec<Value> {
         let (status, body) = self.sql(token, query);
