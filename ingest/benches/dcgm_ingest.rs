@@ -11,8 +11,8 @@
 //! - `day`: the end-to-end ingest of one day of that fleet (5,760 scrapes) through the real
 //!   pipeline into durable zstd Parquet with a SQLite catalog: samples per second, text parse
 //!   included, samples per CPU-second of the process (the goal is per core), and Parquet bytes
-//!   per sample. Each hour is generated in memory first, outside the
-//!   timing, and lands as one input (as hourly scrape files would). `GPULEDGER_BENCH_HOURS=N`
+//!   per sample. Each hour is generated in memory first, outside the timing, and lands as one
+//!   input (as hourly scrape files would). `GPULEDGER_BENCH_HOURS=N`
 //!   runs N hours instead of 24; `GPULEDGER_BENCH_INPUT=family` lands family-grouped text and
 //!   `GPULEDGER_BENCH_INPUT=remote-write` one remote-write body per hour instead. For text,
 //!   DuckDB turns the same text into wide zstd Parquet in the same run (`peer_sql`; when
@@ -483,10 +483,7 @@ fn day_end_to_end(hours: usize, grouping: Option<Grouping>) {
     // it cannot read remote-write bodies).
     let peer_dir = dir.path().join("peer");
     std::fs::create_dir_all(&peer_dir).unwrap();
-    let has_duckdb = std::process::Command::new("python3")
-        .args(["-c", "import duckdb"])
-        .status()
-        .is_ok_and(|status| status.success());
+    let has_duckdb = duckdb::DuckDb::installed();
     if grouping.is_some() && !has_duckdb {
         println!("dcgm_ingest/day: no DuckDB peer (python3 -m pip install duckdb to measure one)");
     }
@@ -584,8 +581,9 @@ fn day_end_to_end(hours: usize, grouping: Option<Grouping>) {
 }
 
 /// DuckDB's nearest equivalent of landing dcgm text: every sample line split into metric,
-/// labels, value and time (by string functions: 4× faster than one `regexp_extract` in DuckDB); one wide row per (labels, time) with a column per metric; the
-/// identity labels as columns; sorted by node, GPU and time; written as zstd Parquet. It
+/// labels, value and time (by string functions: 4× faster than one `regexp_extract` in
+/// DuckDB); one wide row per (labels, time) with a column per metric; the identity labels as
+/// columns; sorted by node, GPU and time; written as zstd Parquet. It
 /// answers the number of wide rows written.
 fn peer_sql(text: &std::path::Path, parquet: &std::path::Path) -> String {
     let metrics: Vec<String> = METRICS

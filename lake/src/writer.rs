@@ -74,14 +74,13 @@ fn writer_properties(batch: &RecordBatch) -> WriterProperties {
 /// bench's fleet: 2.05 → 1.73 bytes per sample, as DuckDB writes them), while temperatures,
 /// clocks and utilisations keep their dictionaries.
 fn repeats_enough_for_a_dictionary(values: &Float64Array) -> bool {
-    let sampled: Vec<u64> = values
-        .iter()
-        .flatten()
-        .take(4096)
-        .map(f64::to_bits)
-        .collect();
-    let distinct: std::collections::HashSet<u64> = sampled.iter().copied().collect();
-    distinct.len() * 2 <= sampled.len()
+    let mut distinct = std::collections::HashSet::new();
+    let mut sampled = 0;
+    for value in values.iter().flatten().take(4096) {
+        distinct.insert(value.to_bits());
+        sampled += 1;
+    }
+    distinct.len() * 2 <= sampled
 }
 
 /// Writes the batches of one ingest batch; numbers its files so that names never collide.

@@ -50,6 +50,14 @@ pub struct Answer {
 }
 
 impl DuckDb {
+    /// Whether python3 can import the duckdb package (`scripts/bench-peers` installs it).
+    pub fn installed() -> bool {
+        Command::new("python3")
+            .args(["-c", "import duckdb"])
+            .output()
+            .is_ok_and(|output| output.status.success())
+    }
+
     /// DuckDB over `tables` of the lake at `data`.
     pub fn over(data: &Path, tables: &[&str]) -> Self {
         let mut child = Command::new("python3")
