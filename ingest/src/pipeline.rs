@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::record_batch::RecordBatch;
 use chrono::{DateTime, Utc};
-use gpuledger_lake::catalog::{CommitOptions, CommitOutcome, NewBatch};
+use gpuledger_lake::catalog::{CommitOptions, CommitOutcome, InputHash, NewBatch};
 use gpuledger_lake::tables::Table;
 use gpuledger_lake::writer::{TableWriter, WrittenFile};
 use gpuledger_lake::{Lake, Rejection};
@@ -38,7 +38,7 @@ use crate::error::IngestError;
 use crate::record::{DEFAULT_BATCH_ROWS, ParseContext, Sink, strict_stop};
 use crate::{dcgm, events, focus, remote_write, tokens};
 use group_commit::{Held, Member};
-use hashed_input::HashedInput;
+use hashed_input::{HashedInput, InputHasher};
 
 /// The kinds of input: the file formats, and Prometheus remote-write (HTTP only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -453,7 +453,14 @@ pub async fn ingest(
             .unwrap_or(MAX_READ_BUFFER)
             .clamp(8 << 10, MAX_READ_BUFFER)
     });
-    let reader = HashingReader::new(input.open()?, options.progress.clone());
+    let algorithm = lake.catalog().input_hash();
+    // The bytes as they came matter only to identities from before content identities, which
+    // only a SHA-256 catalog can hold.
+    let reader = HashingReader::new(
+        input.open()?,
+        options.progress.clone(),
+        algorithm == InputHash::Sha256,
+    );
     let raw_hasher = reader.hasher.clone();
 
     let (sender, mut receiver) = mpsc::channel::<(Table, RecordBatch)>(4);
@@ -463,7 +470,7 @@ pub async fn ingest(
     let limits = options.limits;
     context.limits = limits;
     let parser =
-        tokio::task::spawn_blocking(move || -> Result<(Parsed, Kept, Sha256), IngestError> {
+        tokio::task::spawn_blocking(move || -> Result<(Parsed, Kept, [u8; 32]), IngestError> {
             let breach = Arc::new(std::sync::Mutex::new(None));
             let bounded = Bounded::new(
                 decode(reader, &context.origin, buffer)?,
@@ -471,7 +478,7 @@ pub async fn ingest(
                 source == Source::RemoteWrite,
                 Arc::clone(&breach),
             );
-            let mut input = HashedInput::new(bounded, buffer);
+            let mut input = HashedInput::new(bounded, buffer, InputHasher::new(algorithm));
             let mut sink = ChannelSink {
                 sender,
                 kept: Kept::default(),
@@ -567,7 +574,7 @@ pub async fn ingest(
             rejections,
             rejected: records_rejected,
         },
-        content_hasher,
+        content,
     ) = match (write_error, parsed) {
         (Some(error), _) | (None, Err(error)) => {
             gpuledger_lake::retirement::discard(lake, &files).await;
@@ -579,8 +586,13 @@ pub async fn ingest(
     let identity = Identity::of(
         &options,
         read_at,
-        &content_hasher,
-        raw_hasher.lock().expect("hasher").as_ref(),
+        algorithm,
+        content,
+        raw_hasher
+            .lock()
+            .expect("hasher")
+            .take()
+            .map(|raw| raw.finalize().into()),
         started_at,
     );
     let content_hash = identity.content_hash;
@@ -730,12 +742,13 @@ impl Identity {
     /// and its bytes after gunzip (so a re-compressed retry is the same), never the arrival
     /// time. An input read relative to its arrival time (an untimestamped scrape without `at`) is
     /// a new reading each time it arrives, except as a retry: the same content from the same
-    /// sender within the retry window.
+    /// sender within the retry window. Hashed by the catalog's `algorithm`, as the content is.
     fn of(
         options: &IngestOptions,
         read_at: bool,
-        content: &Sha256,
-        raw: Option<&Sha256>,
+        algorithm: InputHash,
+        content: [u8; 32],
+        raw: Option<[u8; 32]>,
         started_at: DateTime<Utc>,
     ) -> Self {
         let at = if read_at && options.at_declared {
@@ -748,9 +761,9 @@ impl Identity {
         if arrival_stamped {
             fingerprint.push_str(&format!(";at=arrival;sender={:?}", options.sender));
         }
-        let mut key = Sha256::new();
-        key.update(&fingerprint);
-        key.update(content.clone().finalize());
+        let mut key = InputHasher::new(algorithm);
+        key.update(fingerprint.as_bytes());
+        key.update(&content);
         let hash = hex::encode(key.finalize());
         if arrival_stamped {
             let since = started_at
@@ -767,6 +780,13 @@ impl Identity {
                 },
             };
         }
+        if algorithm != InputHash::Sha256 {
+            // A catalog that identifies inputs by BLAKE3 held none from before.
+            return Self {
+                content_hash: hash,
+                commit_options: CommitOptions::default(),
+            };
+        }
         // Before content identities, the hash covered the bytes as they came and the parse time
         // of every dcgm and events input.
         let legacy_at = match options.source {
@@ -780,7 +800,7 @@ impl Identity {
         let mut legacy = Sha256::new();
         legacy.update(options_fingerprint(options, legacy_at));
         // Without gzip the bytes as they came are the content.
-        legacy.update(raw.unwrap_or(content).clone().finalize());
+        legacy.update(raw.unwrap_or(content));
         let legacy = hex::encode(legacy.finalize());
         Self {
             commit_options: CommitOptions {
@@ -834,8 +854,8 @@ fn decode(
 /// The read buffers of an input of unknown or large size.
 const MAX_READ_BUFFER: usize = 1 << 20;
 
-/// Counts and hashes the raw bytes as the parser pulls them (until [`decode`] finds they are
-/// the content, not gzip: then the hasher is `None`).
+/// Counts the raw bytes as the parser pulls them and, in a SHA-256 catalog, hashes them (until
+/// [`decode`] finds they are the content, not gzip: then the hasher is `None`).
 struct HashingReader {
     inner: Box<dyn Read + Send>,
     hasher: Arc<std::sync::Mutex<Option<Sha256>>>,
@@ -843,10 +863,10 @@ struct HashingReader {
 }
 
 impl HashingReader {
-    fn new(inner: Box<dyn Read + Send>, progress: Option<Arc<AtomicU64>>) -> Self {
+    fn new(inner: Box<dyn Read + Send>, progress: Option<Arc<AtomicU64>>, hash: bool) -> Self {
         Self {
             inner,
-            hasher: Arc::new(std::sync::Mutex::new(Some(Sha256::new()))),
+            hasher: Arc::new(std::sync::Mutex::new(hash.then(Sha256::new))),
             progress,
         }
     }

@@ -256,6 +256,15 @@ pub enum Backend {
     Postgres,
 }
 
+/// The hash an input's identity is taken with, as the catalog records it: BLAKE3 in a catalog
+/// that held no ingested batch when it learned of the choice, else SHA-256, the hash its
+/// batches were stored under (migration `0013_input_hash`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputHash {
+    Sha256,
+    Blake3,
+}
+
 #[derive(Debug, Clone)]
 pub struct Catalog {
     pool: AnyPool,
@@ -264,6 +273,7 @@ pub struct Catalog {
     /// long commit holds.
     reads: AnyPool,
     backend: Backend,
+    input_hash: InputHash,
 }
 
 fn now_micros() -> i64 {
@@ -331,6 +341,19 @@ impl Catalog {
             Backend::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&pool).await?,
             Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
         }
+        let algorithm: String = sqlx::query("SELECT algorithm FROM input_hash")
+            .fetch_one(&pool)
+            .await?
+            .try_get("algorithm")?;
+        let input_hash = match algorithm.as_str() {
+            "blake3" => InputHash::Blake3,
+            "sha256" => InputHash::Sha256,
+            other => {
+                return Err(LakeError::Invalid(format!(
+                    "the catalog identifies inputs by an unknown hash '{other}'"
+                )));
+            }
+        };
         let reads = match backend {
             // One in-memory database per pool: the reads share the writer's connection.
             Backend::Sqlite if url.contains(":memory:") || url.contains("mode=memory") => {
@@ -368,11 +391,17 @@ impl Catalog {
             pool,
             reads,
             backend,
+            input_hash,
         })
     }
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// The hash this catalog's inputs are identified by.
+    pub fn input_hash(&self) -> InputHash {
+        self.input_hash
     }
 
     pub fn pool(&self) -> &AnyPool {

@@ -542,24 +542,83 @@ async fn an_input_its_group_cannot_write_fails_alone_and_the_others_land() {
     assert_eq!(objects(&lake).await, listed);
 }
 
+/// A new catalog stores an input under blake3(options, blake3(its bytes after gunzip)): the
+/// same bytes gzipped are the same input, known without any SHA-256.
+#[tokio::test]
+async fn a_new_catalog_knows_an_input_by_the_blake3_of_its_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = lake(&dir).await;
+    assert_eq!(lake.catalog().input_hash(), InputHash::Blake3);
+    let first = ingest(&lake, bytes(SCRAPE.as_bytes()), options(Source::Dcgm))
+        .await
+        .unwrap();
+    assert!(matches!(first.outcome, Outcome::Landed { .. }));
+    let mut key = blake3::Hasher::new();
+    key.update(options_fingerprint(&options(Source::Dcgm), None).as_bytes());
+    key.update(blake3::hash(SCRAPE.as_bytes()).as_bytes());
+    let stored = lake
+        .catalog()
+        .find_batch("dcgm", key.finalize().to_hex().as_str(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored.map(|batch| batch.batch_id),
+        Some(first.batch_id.clone())
+    );
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gzip.write_all(SCRAPE.as_bytes()).unwrap();
+    let again = ingest(&lake, bytes(&gzip.finish().unwrap()), options(Source::Dcgm))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.outcome,
+        Outcome::AlreadyIngested {
+            batch_id: first.batch_id
+        }
+    );
+}
+
 #[tokio::test]
 async fn an_input_landed_by_an_earlier_release_is_known_by_its_hash_of_then() {
-    // Before content identities, a batch was stored under sha256(options with the parse time,
-    // sha256(the bytes as they came, gzip included)). Such a batch, plain and gzipped, is the
-    // input it was: landing it again lands nothing.
+    // A catalog upgraded while holding inputs keeps identifying them by SHA-256. Before this
+    // release an input was stored under sha256(options, sha256(its bytes after gunzip)); before
+    // content identities, under sha256(options with the parse time, sha256(the bytes as they
+    // came, gzip included)). Such a batch, plain and gzipped, is the input it was: landing it
+    // again lands nothing.
     let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gzip.write_all(SCRAPE.replace("GPU-1", "GPU-9").as_bytes())
         .unwrap();
     let gzipped = gzip.finish().unwrap();
-    for (name, sent) in [("plain", SCRAPE.as_bytes().to_vec()), ("gzip", gzipped)] {
+    let content_of_gzipped = SCRAPE.replace("GPU-1", "GPU-9").into_bytes();
+    let sent = [
+        ("plain, by content", SCRAPE.as_bytes().to_vec(), false),
+        ("gzip, by content", gzipped.clone(), false),
+        (
+            "plain, from before content identities",
+            SCRAPE.as_bytes().to_vec(),
+            true,
+        ),
+        ("gzip, from before content identities", gzipped, true),
+    ];
+    for (name, sent, before_content_identities) in sent {
         let dir = tempfile::tempdir().unwrap();
         let lake = lake(&dir).await;
         let options = options(Source::Dcgm);
         let mut old_hash = Sha256::new();
-        old_hash.update(options_fingerprint(&options, Some(options.context.at)));
-        old_hash.update(Sha256::digest(&sent));
+        if before_content_identities {
+            old_hash.update(options_fingerprint(&options, Some(options.context.at)));
+            old_hash.update(Sha256::digest(&sent));
+        } else {
+            old_hash.update(options_fingerprint(&options, None));
+            let content = if sent.starts_with(&[0x1f, 0x8b]) {
+                &content_of_gzipped
+            } else {
+                &sent
+            };
+            old_hash.update(Sha256::digest(content));
+        }
         let earlier = NewBatch {
-            batch_id: format!("earlier-{name}"),
+            batch_id: "earlier".into(),
             source: "dcgm".into(),
             origin: "hour.prom".into(),
             content_hash: hex::encode(old_hash.finalize()),
@@ -571,6 +630,11 @@ async fn an_input_landed_by_an_earlier_release_is_known_by_its_hash_of_then() {
             .commit_batch(&earlier, &[], &[])
             .await
             .unwrap();
+        // The release's upgrade finds the catalog holding an input.
+        gpuledger_lake::testing::undo_input_hash_migration(lake.catalog()).await;
+        drop(lake);
+        let lake = self::lake(&dir).await;
+        assert_eq!(lake.catalog().input_hash(), InputHash::Sha256, "{name}");
         let again = ingest(&lake, bytes(&sent), options).await.unwrap();
         assert_eq!(
             again.outcome,

@@ -786,3 +786,51 @@ fn retries_of_one_content_and_batches_of_one_key_share_an_identity() {
         .collect();
     assert_eq!(shared, ["key\u{1f}k"]);
 }
+
+/// A catalog that holds no ingested batch identifies inputs by BLAKE3; one upgraded while
+/// holding some keeps SHA-256, the hash they are stored under, for good. Ledger builds and
+/// compactions store no content hash, so they leave the choice to BLAKE3.
+#[tokio::test]
+async fn inputs_are_identified_by_blake3_unless_the_catalog_holds_some_from_before() {
+    let dir = tempfile::tempdir().unwrap();
+    for (backend, url) in catalog_urls(dir.path()).await {
+        let catalog = Catalog::connect(&url).await.unwrap();
+        assert_eq!(
+            catalog.input_hash(),
+            InputHash::Blake3,
+            "{backend}: a new catalog"
+        );
+        let built = |id: &str, source: &str| NewBatch {
+            source: source.into(),
+            ..batch(id, id, None)
+        };
+        catalog
+            .commit_batch(&built("ledger-1", "ledger"), &[], &[])
+            .await
+            .unwrap();
+        catalog
+            .commit_batch(&built("compaction-1", "compaction"), &[], &[])
+            .await
+            .unwrap();
+        crate::testing::undo_input_hash_migration(&catalog).await;
+        let catalog = Catalog::connect(&url).await.unwrap();
+        assert_eq!(
+            catalog.input_hash(),
+            InputHash::Blake3,
+            "{backend}: only built batches"
+        );
+        catalog
+            .commit_batch(&batch("focus-1", "h1", None), &[], &[])
+            .await
+            .unwrap();
+        crate::testing::undo_input_hash_migration(&catalog).await;
+        for connection in 0..2 {
+            let catalog = Catalog::connect(&url).await.unwrap();
+            assert_eq!(
+                catalog.input_hash(),
+                InputHash::Sha256,
+                "{backend}: an ingested batch from before, connection {connection}"
+            );
+        }
+    }
+}
