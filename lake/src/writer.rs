@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, UInt32Array};
 use arrow::compute::{SortColumn, lexsort_to_indices, take_record_batch};
 use arrow::datatypes::{Float64Type, TimestampMicrosecondType};
 use arrow::record_batch::RecordBatch;
@@ -15,7 +15,7 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use chrono::{DateTime, NaiveDate};
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
@@ -46,71 +46,41 @@ impl WrittenFile {
 }
 
 /// zstd, page statistics, and dictionaries for every column except the float columns of
-/// `batch` whose values hardly repeat ([`repeats_enough_for_a_dictionary`]); those are written
-/// plain or split into byte streams, whichever compresses smaller ([`float_encoding`]).
+/// `batch` whose values hardly repeat ([`repeats_enough_for_a_dictionary`]).
 fn writer_properties(batch: &RecordBatch) -> WriterProperties {
     let mut properties = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(ZSTD_LEVEL).expect("valid level"),
+            ZstdLevel::try_new(3).expect("valid level"),
         ))
         .set_dictionary_enabled(true)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_max_row_group_row_count(Some(1024 * 1024));
     for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
-        if let Some(values) = column.as_primitive_opt::<Float64Type>() {
-            let sample: Vec<f64> = values.iter().flatten().take(ENCODING_SAMPLE).collect();
-            if !repeats_enough_for_a_dictionary(&sample) {
-                let column = ColumnPath::from(field.name().as_str());
-                properties = properties
-                    .set_column_dictionary_enabled(column.clone(), false)
-                    .set_column_encoding(column, float_encoding(&sample));
-            }
+        if let Some(values) = column.as_primitive_opt::<Float64Type>()
+            && !repeats_enough_for_a_dictionary(values)
+        {
+            properties = properties
+                .set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false);
         }
     }
     properties.build()
 }
 
-const ZSTD_LEVEL: i32 = 3;
-
-/// How many of a float column's first non-null values decide its encoding: a zstd block
-/// (128 KiB). Smaller samples understate what plain values gain from matches far back: at
-/// 4,096 values, utilisation ratios to six places looked smaller split, and were 10 % larger.
-const ENCODING_SAMPLE: usize = 16_384;
-
-/// Whether a float column's values repeat enough for a dictionary to pay: at most half of the
-/// `sample` distinct. Readings such as power or PCIe bytes per second hardly repeat;
+/// Whether a float column's values repeat enough for a dictionary to pay: at most half of its
+/// first 4,096 values distinct. Readings such as power or PCIe bytes per second hardly repeat;
 /// dictionary-encoding them fills the dictionary within a page, after which the writer falls
 /// back to plain values anyway, having spent bytes and time on the attempt. Plain values under
 /// zstd take 17–20 % fewer bytes for dcgm's high-cardinality fields (an hour of the ingest
 /// bench's fleet: 2.05 → 1.73 bytes per sample, as DuckDB writes them), while temperatures,
 /// clocks and utilisations keep their dictionaries.
-fn repeats_enough_for_a_dictionary(sample: &[f64]) -> bool {
-    let distinct: std::collections::HashSet<u64> = sample.iter().map(|v| v.to_bits()).collect();
-    distinct.len() * 2 <= sample.len()
-}
-
-/// Plain values or Parquet's byte-stream split (the values' first bytes together, then their
-/// second bytes, ...), whichever of the two the `sample` compresses smaller under zstd. Large
-/// whole numbers stored as floats (energy counters, PCIe and NVLink bytes) share their sign,
-/// exponent and top mantissa bytes, which the split puts side by side: 10–17 % fewer bytes for
-/// the ingest bench's fleet. Decimals rounded to a few places (power in watts) compress better
-/// plain, where zstd sees each value's bytes together.
-fn float_encoding(sample: &[f64]) -> Encoding {
-    let plain: Vec<u8> = sample
-        .iter()
-        .flat_map(|value| value.to_le_bytes())
-        .collect();
-    let mut split = vec![0; plain.len()];
-    for (index, value) in plain.chunks_exact(8).enumerate() {
-        for (stream, byte) in value.iter().enumerate() {
-            split[stream * sample.len() + index] = *byte;
-        }
+fn repeats_enough_for_a_dictionary(values: &Float64Array) -> bool {
+    let mut distinct = std::collections::HashSet::new();
+    let mut sampled = 0;
+    for value in values.iter().flatten().take(4096) {
+        distinct.insert(value.to_bits());
+        sampled += 1;
     }
-    let compressed = |bytes: &[u8]| zstd::bulk::compress(bytes, ZSTD_LEVEL).map(|c| c.len());
-    match (compressed(&plain), compressed(&split)) {
-        (Ok(plain), Ok(split)) if split < plain => Encoding::BYTE_STREAM_SPLIT,
-        _ => Encoding::PLAIN,
-    }
+    distinct.len() * 2 <= sampled
 }
 
 /// Writes the batches of one ingest batch; numbers its files so that names never collide.

@@ -243,75 +243,40 @@ fn a_write_leaves_the_runtime_free_while_it_encodes() {
     });
 }
 
-/// A fixed pseudo-random stream in [0, 1) (xorshift), as a reading's noise.
-fn noise() -> impl FnMut() -> f64 {
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-/// Float columns whose values hardly repeat are written without a dictionary, plain or split
-/// into byte streams as compresses smaller; those that repeat get a dictionary. All read back
-/// as written, nulls included.
+/// Float columns whose values hardly repeat are written as plain values, those that repeat
+/// with a dictionary; both read back as written, nulls included.
 #[test]
-fn only_float_columns_that_repeat_get_a_dictionary_and_the_rest_the_smaller_encoding() {
+fn only_float_columns_that_repeat_get_a_dictionary() {
     use arrow::array::Float64Array;
     use arrow::datatypes::{DataType, Field, Schema};
     use parquet::basic::Encoding;
     use parquet::file::reader::{FileReader, SerializedFileReader};
 
     let rows = 10_000;
-    let mut unit = noise();
-    // Watts to three decimals, with nulls: plain.
-    let power: Float64Array = (0..rows)
-        .map(|i| (i % 97 != 0).then_some((450_000.0 + unit() * 250_000.0).round() / 1000.0))
-        .collect();
-    // Whole bytes per second up to 9e12: the shared sign, exponent and top bytes split out.
-    let nvlink: Float64Array = (0..rows)
-        .map(|_| Some((1e12 + unit() * 8e12).floor()))
+    let readings: Float64Array = (0..rows)
+        .map(|i| (i % 97 != 0).then_some(300.0 + i as f64 * 0.013_7))
         .collect();
     let temperatures: Float64Array = (0..rows).map(|i| Some(40.0 + (i % 25) as f64)).collect();
     // Half distinct: at the boundary a dictionary still pays.
     let halves: Float64Array = (0..rows).map(|i| Some((i % 2048) as f64)).collect();
     let schema = Arc::new(Schema::new(vec![
         Field::new("power_w", DataType::Float64, true),
-        Field::new("nvlink_bandwidth_total", DataType::Float64, true),
         Field::new("gpu_temp_c", DataType::Float64, true),
         Field::new("halves", DataType::Float64, true),
     ]));
     let batch = RecordBatch::try_new(
         schema,
-        vec![
-            Arc::new(power),
-            Arc::new(nvlink),
-            Arc::new(temperatures),
-            Arc::new(halves),
-        ],
+        vec![Arc::new(readings), Arc::new(temperatures), Arc::new(halves)],
     )
     .unwrap();
     let bytes = Bytes::from(encode_parquet(&batch).unwrap());
     let reader = SerializedFileReader::new(bytes.clone()).unwrap();
-    let encodings: Vec<&str> = reader.metadata().row_groups()[0]
+    let dictionary: Vec<bool> = reader.metadata().row_groups()[0]
         .columns()
         .iter()
-        .map(|column| {
-            let has = |wanted| column.encodings().any(|e| e == wanted);
-            match (
-                has(Encoding::RLE_DICTIONARY),
-                has(Encoding::BYTE_STREAM_SPLIT),
-            ) {
-                (true, false) => "dictionary",
-                (false, true) => "split",
-                (false, false) => "plain",
-                (true, true) => "both",
-            }
-        })
+        .map(|column| column.encodings().any(|e| e == Encoding::RLE_DICTIONARY))
         .collect();
-    assert_eq!(encodings, ["plain", "split", "dictionary", "dictionary"]);
+    assert_eq!(dictionary, [false, true, true]);
     let read: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(bytes)
         .unwrap()
         .build()
@@ -322,30 +287,4 @@ fn only_float_columns_that_repeat_get_a_dictionary_and_the_rest_the_smaller_enco
         arrow::compute::concat_batches(&batch.schema(), &read).unwrap(),
         batch
     );
-}
-
-/// The trial compares the two encodings of the same sample: whole numbers spread over one
-/// binade split, decimals to a few places stay plain (judged over a whole sample), and an
-/// empty sample is plain.
-#[test]
-fn a_float_sample_gets_the_encoding_it_compresses_smaller_under() {
-    let mut unit = noise();
-    let counters: Vec<f64> = (0..4096).map(|_| (3e11 + unit() * 2e11).floor()).collect();
-    assert_eq!(float_encoding(&counters), Encoding::BYTE_STREAM_SPLIT);
-    let watts: Vec<f64> = (0..4096)
-        .map(|_| (450_000.0 + unit() * 250_000.0).round() / 1000.0)
-        .collect();
-    assert_eq!(float_encoding(&watts), Encoding::PLAIN);
-    // Utilisation ratios to six places, an hour of every fourth GPU idle at zero: plain values
-    // compress smaller over a whole sample, though its first 4,096 look smaller split.
-    let ratios: Vec<f64> = (0..ENCODING_SAMPLE / 240 + 1)
-        .flat_map(|gpu| std::iter::repeat_n(gpu % 4 != 0, 240))
-        .map(|busy| {
-            let ratio = if busy { 0.6 + unit() * 0.4 } else { 0.0 };
-            (ratio * 1e6).round() / 1e6
-        })
-        .collect();
-    assert_eq!(float_encoding(&ratios[..ENCODING_SAMPLE]), Encoding::PLAIN);
-    assert_eq!(float_encoding(&ratios[..4096]), Encoding::BYTE_STREAM_SPLIT);
-    assert_eq!(float_encoding(&[]), Encoding::PLAIN);
 }
