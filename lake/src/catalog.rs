@@ -84,6 +84,31 @@ pub struct CommitOptions {
     pub retry_since: Option<i64>,
 }
 
+/// The catalog's [`InputHash`], decided by the first connection after migration
+/// `0013_input_hash` and kept: BLAKE3 for a catalog this release created, SHA-256 for one that
+/// was `migrated_before` (by an earlier release, whose processes may still be landing SHA-256
+/// identities). Connections racing to decide agree: the first row written is the one all read.
+async fn decide_input_hash(pool: &AnyPool, migrated_before: bool) -> Result<InputHash> {
+    let proposed = if migrated_before { "sha256" } else { "blake3" };
+    sqlx::query(
+        "INSERT INTO input_hash (id, algorithm) VALUES (1, $1) ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(proposed)
+    .execute(pool)
+    .await?;
+    let algorithm: String = sqlx::query("SELECT algorithm FROM input_hash")
+        .fetch_one(pool)
+        .await?
+        .try_get("algorithm")?;
+    match algorithm.as_str() {
+        "blake3" => Ok(InputHash::Blake3),
+        "sha256" => Ok(InputHash::Sha256),
+        other => Err(LakeError::Invalid(format!(
+            "the catalog identifies inputs by an unknown hash '{other}'"
+        ))),
+    }
+}
+
 /// The stored hash of an input recognised only as a retry: its content hash and when it started,
 /// digits only (fixed width), so that the retries of one content are one range of the unique
 /// index in any collation.
@@ -257,8 +282,7 @@ pub enum Backend {
 }
 
 /// The hash an input's identity is taken with, as the catalog records it: BLAKE3 in a catalog
-/// that held no ingested batch when it learned of the choice, else SHA-256, the hash its
-/// batches were stored under (migration `0013_input_hash`).
+/// this release created, SHA-256 in one an earlier release made (see [`decide_input_hash`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputHash {
     Sha256,
@@ -322,38 +346,24 @@ impl Catalog {
             .max_connections(if backend == Backend::Sqlite { 1 } else { 8 })
             .connect(url)
             .await?;
-        if !create {
-            let tables = match backend {
-                Backend::Sqlite => {
-                    "SELECT count(*) AS n FROM sqlite_master WHERE name = '_sqlx_migrations'"
-                }
-                Backend::Postgres => {
-                    "SELECT count(*) AS n FROM information_schema.tables
-                     WHERE table_schema = current_schema() AND table_name = '_sqlx_migrations'"
-                }
-            };
-            let found: i64 = sqlx::query(tables).fetch_one(&pool).await?.try_get("n")?;
-            if found == 0 {
-                return Err(no_lake());
+        let tables = match backend {
+            Backend::Sqlite => {
+                "SELECT count(*) AS n FROM sqlite_master WHERE name = '_sqlx_migrations'"
             }
+            Backend::Postgres => {
+                "SELECT count(*) AS n FROM information_schema.tables
+                 WHERE table_schema = current_schema() AND table_name = '_sqlx_migrations'"
+            }
+        };
+        let migrated_before: i64 = sqlx::query(tables).fetch_one(&pool).await?.try_get("n")?;
+        if !create && migrated_before == 0 {
+            return Err(no_lake());
         }
         match backend {
             Backend::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&pool).await?,
             Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
         }
-        let algorithm: String = sqlx::query("SELECT algorithm FROM input_hash")
-            .fetch_one(&pool)
-            .await?
-            .try_get("algorithm")?;
-        let input_hash = match algorithm.as_str() {
-            "blake3" => InputHash::Blake3,
-            "sha256" => InputHash::Sha256,
-            other => {
-                return Err(LakeError::Invalid(format!(
-                    "the catalog identifies inputs by an unknown hash '{other}'"
-                )));
-            }
-        };
+        let input_hash = decide_input_hash(&pool, migrated_before > 0).await?;
         let reads = match backend {
             // One in-memory database per pool: the reads share the writer's connection.
             Backend::Sqlite if url.contains(":memory:") || url.contains("mode=memory") => {

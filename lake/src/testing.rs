@@ -36,9 +36,8 @@ async fn fresh_postgres_database(admin_url: &str) -> String {
     format!("{base}/{name}")
 }
 
-/// Takes `catalog` back to before migration `0013_input_hash`, as a release before it left the
-/// catalog: its next connection migrates it again and picks the input hash by the batches it
-/// holds then.
+/// Takes `catalog` back to before migration `0013_input_hash`, as an earlier release left the
+/// catalog: its next connection migrates it again as an upgrade.
 pub async fn undo_input_hash_migration(catalog: &crate::catalog::Catalog) {
     for statement in [
         "DROP TABLE input_hash",

@@ -787,11 +787,11 @@ fn retries_of_one_content_and_batches_of_one_key_share_an_identity() {
     assert_eq!(shared, ["key\u{1f}k"]);
 }
 
-/// A catalog that holds no ingested batch identifies inputs by BLAKE3; one upgraded while
-/// holding some keeps SHA-256, the hash they are stored under, for good. Ledger builds and
-/// compactions store no content hash, so they leave the choice to BLAKE3.
+/// A catalog this release creates identifies inputs by BLAKE3, and keeps it on every later
+/// connection; one an earlier release made keeps SHA-256 for good, empty or not: that release's
+/// processes may still be landing SHA-256 identities in it.
 #[tokio::test]
-async fn inputs_are_identified_by_blake3_unless_the_catalog_holds_some_from_before() {
+async fn inputs_are_identified_by_blake3_in_a_new_catalog_and_by_sha256_in_an_upgraded_one() {
     let dir = tempfile::tempdir().unwrap();
     for (backend, url) in catalog_urls(dir.path()).await {
         let catalog = Catalog::connect(&url).await.unwrap();
@@ -800,37 +800,47 @@ async fn inputs_are_identified_by_blake3_unless_the_catalog_holds_some_from_befo
             InputHash::Blake3,
             "{backend}: a new catalog"
         );
-        let built = |id: &str, source: &str| NewBatch {
-            source: source.into(),
-            ..batch(id, id, None)
-        };
-        catalog
-            .commit_batch(&built("ledger-1", "ledger"), &[], &[])
-            .await
-            .unwrap();
-        catalog
-            .commit_batch(&built("compaction-1", "compaction"), &[], &[])
-            .await
-            .unwrap();
-        crate::testing::undo_input_hash_migration(&catalog).await;
-        let catalog = Catalog::connect(&url).await.unwrap();
+        let again = Catalog::connect_existing(&url).await.unwrap();
         assert_eq!(
-            catalog.input_hash(),
+            again.input_hash(),
             InputHash::Blake3,
-            "{backend}: only built batches"
+            "{backend}: connected again"
         );
-        catalog
-            .commit_batch(&batch("focus-1", "h1", None), &[], &[])
-            .await
-            .unwrap();
         crate::testing::undo_input_hash_migration(&catalog).await;
         for connection in 0..2 {
-            let catalog = Catalog::connect(&url).await.unwrap();
+            let upgraded = Catalog::connect(&url).await.unwrap();
             assert_eq!(
-                catalog.input_hash(),
+                upgraded.input_hash(),
                 InputHash::Sha256,
-                "{backend}: an ingested batch from before, connection {connection}"
+                "{backend}: an upgraded catalog, connection {connection}"
             );
         }
     }
+}
+
+/// Connections that race to decide agree: whichever proposal is written first is the answer
+/// of both.
+#[tokio::test]
+async fn the_first_decision_on_the_input_hash_is_the_one_every_connection_reads() {
+    each_catalog(async |catalog| {
+        // This release created it: BLAKE3, whatever a later connection proposes.
+        assert_eq!(
+            decide_input_hash(catalog.pool(), true).await.unwrap(),
+            InputHash::Blake3
+        );
+        // Undecided (just migrated): the first proposal, SHA-256, holds against BLAKE3's.
+        sqlx::query("DELETE FROM input_hash")
+            .execute(catalog.pool())
+            .await
+            .unwrap();
+        assert_eq!(
+            decide_input_hash(catalog.pool(), true).await.unwrap(),
+            InputHash::Sha256
+        );
+        assert_eq!(
+            decide_input_hash(catalog.pool(), false).await.unwrap(),
+            InputHash::Sha256
+        );
+    })
+    .await;
 }
