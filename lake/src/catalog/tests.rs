@@ -844,3 +844,23 @@ async fn the_first_decision_on_the_input_hash_is_the_one_every_connection_reads(
     })
     .await;
 }
+
+/// A release refuses a catalog that a later one migrated: what the input hash's decision relies
+/// on (a running process of an earlier release is the only one that can land its identities).
+#[tokio::test]
+async fn a_catalog_migrated_by_a_later_release_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (backend, url) in catalog_urls(dir.path()).await {
+        let catalog = Catalog::connect(&url).await.unwrap();
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+             SELECT 9999, 'from a later release', success, checksum, execution_time
+             FROM _sqlx_migrations WHERE version = 13",
+        )
+        .execute(catalog.pool())
+        .await
+        .unwrap();
+        let refused = Catalog::connect(&url).await.map(|_| ()).unwrap_err();
+        assert!(refused.to_string().contains("9999"), "{backend}: {refused}");
+    }
+}
