@@ -2,12 +2,13 @@
 //!
 //! An input's identity is a hash of every byte after gunzip ([`InputHasher`]), and hashing is
 //! as costly as parsing: for dcgm text (~300 bytes a sample) SHA-256 was ~40 % of the parsing
-//! thread's time, with the writer's core mostly idle. So the input is read in chunks that the parser and a
-//! hashing thread share: an input read in one chunk (a plain request body, whose chunk is its
-//! size up to 1 MiB) is hashed inline and starts no thread; from its second chunk on, an input
-//! (a file, a stream, anything gzipped) is hashed on a thread of its own while the parser goes
-//! on. The chunks are few and reused, so memory stays at [`CHUNKS_IN_FLIGHT`] chunks whatever
-//! the input's size, and a slow hasher holds the parser back rather than letting chunks pile up.
+//! thread's time, with the writer's core mostly idle. So the input is read in chunks that the
+//! parser and a hashing thread share. An input of up to [`INLINE_BYTES`] (a request body, a
+//! scrape) is hashed inline and starts no thread, however many reads it arrives in: a thread
+//! costs more than hashing it. Past that, an input (a file, a stream, anything gzipped) is
+//! hashed on a thread of its own while the parser goes on. The chunks are few and reused, so
+//! memory stays at [`CHUNKS_IN_FLIGHT`] chunks whatever the input's size, and a slow hasher
+//! holds the parser back rather than letting chunks pile up.
 
 use std::io::{BufRead, ErrorKind, Read};
 use std::sync::Arc;
@@ -63,6 +64,10 @@ impl InputHasher {
 /// waiting for the hasher.
 const CHUNKS_IN_FLIGHT: usize = 3;
 
+/// The bytes an input is hashed inline for: ~0.3 ms of BLAKE3 (0.7 of SHA-256), about what
+/// parsing them takes, against a thread started and handed chunks for every input.
+const INLINE_BYTES: u64 = 1 << 20;
+
 pub(super) struct HashedInput<R> {
     inner: R,
     chunk_size: usize,
@@ -70,13 +75,14 @@ pub(super) struct HashedInput<R> {
     chunk: Arc<Vec<u8>>,
     filled: usize,
     position: usize,
-    /// Chunks read with bytes in them.
-    chunks_read: usize,
+    bytes_read: u64,
+    /// Hashed inline until more than this is read.
+    inline_up_to: u64,
     hashing: Hashing,
 }
 
 enum Hashing {
-    /// On the reading thread, until the input proves longer than one chunk.
+    /// On the reading thread, until the input proves longer than its `inline_up_to`.
     Inline(InputHasher),
     /// On a thread of its own, which hands each chunk back once hashed.
     Threaded {
@@ -95,13 +101,21 @@ impl<R: Read> HashedInput<R> {
             chunk: Arc::default(),
             filled: 0,
             position: 0,
-            chunks_read: 0,
+            bytes_read: 0,
+            inline_up_to: INLINE_BYTES,
             hashing: Hashing::Inline(hasher),
         }
     }
 
     /// The hash of every byte read. The caller reads to the end first: what a parser left
     /// unread is part of the content too.
+    /// Hashed inline up to `bytes` instead of [`INLINE_BYTES`], to test the thread on short inputs.
+    #[cfg(test)]
+    fn inline_up_to(mut self, bytes: u64) -> Self {
+        self.inline_up_to = bytes;
+        self
+    }
+
     pub(super) fn finish(self) -> std::io::Result<[u8; 32]> {
         match self.hashing {
             Hashing::Inline(hasher) => Ok(hasher.finalize()),
@@ -130,10 +144,8 @@ impl<R: Read> HashedInput<R> {
                 }
             }
         };
-        if filled > 0 {
-            self.chunks_read += 1;
-        }
-        if self.chunks_read == 2
+        self.bytes_read += filled as u64;
+        if self.bytes_read > self.inline_up_to
             && let Hashing::Inline(hasher) = &self.hashing
         {
             self.hashing = start_hasher(hasher.clone());
@@ -282,7 +294,7 @@ mod tests {
     /// unread), over chunks smaller than a line, of a line, and larger than the input.
     #[test]
     fn every_byte_is_read_once_in_order_and_hashed_as_a_whole() {
-        let data = input(500);
+        let data = input(120);
         for algorithm in [InputHash::Sha256, InputHash::Blake3] {
             every_byte_is_read_once_in_order_and_hashed_by(algorithm, &data);
         }
@@ -301,34 +313,34 @@ mod tests {
         let expected = InputHasher::digest(algorithm, data);
         for chunk_size in [1, 7, 64, 4096, data.len(), data.len() + 1, 1 << 20] {
             for step in [1, 13, 1 << 16] {
-                for parsed_lines in [0, 3, 500] {
-                    let mut hashed = HashedInput::new(
-                        Trickle {
-                            data,
-                            step,
-                            reads: 0,
-                        },
-                        chunk_size,
-                        InputHasher::new(algorithm),
-                    );
-                    let mut seen = Vec::new();
-                    for _ in 0..parsed_lines {
-                        hashed.read_until(b'\n', &mut seen).unwrap();
+                for parsed_lines in [0, 3, 120] {
+                    // A thread from the first byte, from the 1,001st, and the default: a body
+                    // read in many small reads (a request's frames) still hashed inline.
+                    for inline_up_to in [0, 1000, INLINE_BYTES] {
+                        let mut hashed = HashedInput::new(
+                            Trickle {
+                                data,
+                                step,
+                                reads: 0,
+                            },
+                            chunk_size,
+                            InputHasher::new(algorithm),
+                        )
+                        .inline_up_to(inline_up_to);
+                        let mut seen = Vec::new();
+                        for _ in 0..parsed_lines {
+                            hashed.read_until(b'\n', &mut seen).unwrap();
+                        }
+                        std::io::copy(&mut hashed, &mut seen).unwrap();
+                        let case = format!(
+                            "chunk {chunk_size}, step {step}, {parsed_lines} lines parsed, \
+                             inline up to {inline_up_to}"
+                        );
+                        assert_eq!(seen, data, "{case}");
+                        let threaded = matches!(hashed.hashing, Hashing::Threaded { .. });
+                        assert_eq!(threaded, data.len() as u64 > inline_up_to, "{case}");
+                        assert_eq!(hashed.finish().unwrap(), expected, "{case}");
                     }
-                    std::io::copy(&mut hashed, &mut seen).unwrap();
-                    assert_eq!(seen, data, "chunk {chunk_size}, step {step}");
-                    let threaded = matches!(hashed.hashing, Hashing::Threaded { .. });
-                    // Inline only when one read gave the whole input.
-                    assert_eq!(
-                        threaded,
-                        chunk_size.min(step) < data.len(),
-                        "chunk {chunk_size}, step {step}"
-                    );
-                    assert_eq!(
-                        hashed.finish().unwrap(),
-                        expected,
-                        "chunk {chunk_size}, step {step}, {parsed_lines} lines parsed"
-                    );
                 }
             }
         }
@@ -338,13 +350,14 @@ mod tests {
     #[test]
     fn a_long_input_reuses_its_chunks() {
         let data = input(20_000);
-        let mut hashed = HashedInput::new(&data[..], 256, InputHasher::new(InputHash::Blake3));
+        let mut hashed =
+            HashedInput::new(&data[..], 256, InputHasher::new(InputHash::Blake3)).inline_up_to(256);
         std::io::copy(&mut hashed, &mut std::io::sink()).unwrap();
         let Hashing::Threaded { allocated, .. } = &hashed.hashing else {
             panic!("an input of many chunks is hashed on a thread");
         };
         assert!(*allocated <= CHUNKS_IN_FLIGHT, "{allocated} chunks");
-        assert_eq!(hashed.chunks_read, data.len().div_ceil(256));
+        assert_eq!(hashed.bytes_read, data.len() as u64);
         assert_eq!(
             hashed.finish().unwrap(),
             InputHasher::digest(InputHash::Blake3, &data)
@@ -380,7 +393,8 @@ mod tests {
             },
             16,
             InputHasher::new(InputHash::Blake3),
-        );
+        )
+        .inline_up_to(16);
         let mut seen = Vec::new();
         let mut failures = 0;
         loop {
