@@ -107,8 +107,6 @@ impl<R: Read> HashedInput<R> {
         }
     }
 
-    /// The hash of every byte read. The caller reads to the end first: what a parser left
-    /// unread is part of the content too.
     /// Hashed inline up to `bytes` instead of [`INLINE_BYTES`], to test the thread on short inputs.
     #[cfg(test)]
     fn inline_up_to(mut self, bytes: u64) -> Self {
@@ -116,6 +114,8 @@ impl<R: Read> HashedInput<R> {
         self
     }
 
+    /// The hash of every byte read. The caller reads to the end first: what a parser left
+    /// unread is part of the content too.
     pub(super) fn finish(self) -> std::io::Result<[u8; 32]> {
         match self.hashing {
             Hashing::Inline(hasher) => Ok(hasher.finalize()),
