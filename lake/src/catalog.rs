@@ -88,18 +88,30 @@ pub struct CommitOptions {
 /// `0013_input_hash` and kept: BLAKE3 for a catalog this release created, SHA-256 for one that
 /// was `migrated_before` (by an earlier release, whose processes may still be landing SHA-256
 /// identities). Connections racing to decide agree: the first row written is the one all read.
+/// Once decided, a connection only reads it: read-only commands take no write lock for it.
 async fn decide_input_hash(pool: &AnyPool, migrated_before: bool) -> Result<InputHash> {
-    let proposed = if migrated_before { "sha256" } else { "blake3" };
-    sqlx::query(
-        "INSERT INTO input_hash (id, algorithm) VALUES (1, $1) ON CONFLICT (id) DO NOTHING",
-    )
-    .bind(proposed)
-    .execute(pool)
-    .await?;
-    let algorithm: String = sqlx::query("SELECT algorithm FROM input_hash")
-        .fetch_one(pool)
-        .await?
-        .try_get("algorithm")?;
+    let decided = || async {
+        let row = sqlx::query("SELECT algorithm FROM input_hash")
+            .fetch_optional(pool)
+            .await?;
+        row.map(|row| row.try_get::<String, _>("algorithm"))
+            .transpose()
+    };
+    let algorithm = match decided().await? {
+        Some(algorithm) => algorithm,
+        None => {
+            let proposed = if migrated_before { "sha256" } else { "blake3" };
+            sqlx::query(
+                "INSERT INTO input_hash (id, algorithm) VALUES (1, $1) ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(proposed)
+            .execute(pool)
+            .await?;
+            decided().await?.ok_or_else(|| {
+                LakeError::Invalid("the catalog's input hash was not recorded".into())
+            })?
+        }
+    };
     match algorithm.as_str() {
         "blake3" => Ok(InputHash::Blake3),
         "sha256" => Ok(InputHash::Sha256),

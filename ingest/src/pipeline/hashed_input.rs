@@ -144,11 +144,16 @@ impl<R: Read> HashedInput<R> {
                 }
             }
         };
+        let inline_until_now = self.bytes_read <= self.inline_up_to;
         self.bytes_read += filled as u64;
-        if self.bytes_read > self.inline_up_to
+        // Once, as the input passes its inline bytes: if no thread can be had then, it stays
+        // inline rather than trying again with every chunk.
+        if inline_until_now
+            && self.bytes_read > self.inline_up_to
             && let Hashing::Inline(hasher) = &self.hashing
+            && let Some(threaded) = start_hasher(hasher)
         {
-            self.hashing = start_hasher(hasher.clone());
+            self.hashing = threaded;
         }
         let chunk = Arc::new(buffer);
         match &mut self.hashing {
@@ -195,9 +200,8 @@ impl<R: Read> HashedInput<R> {
     }
 }
 
-/// Moves hashing to a thread of its own, carrying on from `inline`; inline still if no thread
-/// can be had.
-fn start_hasher(inline: InputHasher) -> Hashing {
+/// Hashing on a thread of its own, carrying on from `inline`; `None` if no thread can be had.
+fn start_hasher(inline: &InputHasher) -> Option<Hashing> {
     let (chunks, to_hash) = sync_channel::<(Arc<Vec<u8>>, usize)>(CHUNKS_IN_FLIGHT);
     let (give_back, hashed) = channel();
     let mut threaded = inline.clone();
@@ -212,16 +216,16 @@ fn start_hasher(inline: InputHasher) -> Hashing {
             threaded
         });
     match hasher {
-        Ok(hasher) => Hashing::Threaded {
+        Ok(hasher) => Some(Hashing::Threaded {
             chunks,
             hashed,
             // The chunk being read, in the first chunk's buffer (reused while inline).
             allocated: 1,
             hasher,
-        },
+        }),
         Err(error) => {
             tracing::warn!(%error, "no thread to hash an input on: hashing it inline");
-            Hashing::Inline(inline)
+            None
         }
     }
 }
