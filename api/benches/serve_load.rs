@@ -11,7 +11,8 @@
 //!
 //! The two ingest scenarios run twice, each time on a fresh `serve` and samples the lake has
 //! not seen: with `--ingest-group-rows 0` (one Parquet file and catalog transaction per request)
-//! and with the default group commit.
+//! and with the default group commit; the live ledger is off during them, and caught up after
+//! each pair by a timed `gpuledger ledger build`.
 //!
 //! ```sh
 //! cargo bench -p gpuledger --bench serve_load
@@ -114,7 +115,10 @@ fn main() {
     .into_iter()
     .enumerate()
     {
-        let server = Server::start(&data, args);
+        // The live ledger's rounds are left off here and timed as one build after the
+        // scenarios: a round that started with a scenario would land in its CPU per request or
+        // not, by chance of timing.
+        let server = Server::start(&data, &[args, &["--ledger-interval", "0s"]].concat());
         let base = server.base.clone();
         // Scrapes of a week after the demo's that the lake has not seen: week 2, then week 3.
         let first_day = start + chrono::Duration::days(7 * (week as i64 + 1));
@@ -133,7 +137,7 @@ fn main() {
         }
         let bodies = Arc::new(bodies);
         let per_client = bodies.len() / clients;
-        let cpu_before = server.cpu_seconds();
+        let cpu_before = Cpu::now(&server);
         let report = runtime.block_on(load(clients, limit, per_client, {
             let (http, token, bodies) = (http.clone(), token.clone(), Arc::clone(&bodies));
             let base = base.clone();
@@ -153,7 +157,7 @@ fn main() {
             ),
         );
         report.print_samples(199);
-        report.print_server_cpu(server.cpu_seconds() - cpu_before);
+        report.print_cpu(Cpu::now(&server).since(cpu_before));
 
         // Remote-write of the same week's second half, in 2,000-sample bodies.
         let from_ms = (first_day + chrono::Duration::days(4))
@@ -165,7 +169,7 @@ fn main() {
             .map(|n| remote_write_body(from_ms, n))
             .collect();
         let writes = Arc::new(writes);
-        let cpu_before = server.cpu_seconds();
+        let cpu_before = Cpu::now(&server);
         let report = runtime.block_on(load(clients, limit, writes.len() / clients, {
             let (http, token, writes) = (http.clone(), token.clone(), Arc::clone(&writes));
             move |i| {
@@ -186,7 +190,15 @@ fn main() {
             ),
         );
         report.print_samples(REMOTE_WRITE_SAMPLES);
-        report.print_server_cpu(server.cpu_seconds() - cpu_before);
+        report.print_cpu(Cpu::now(&server).since(cpu_before));
+        drop(server);
+
+        let started = Instant::now();
+        gpuledger(&["ledger", "build"]);
+        println!(
+            "ledger_catch_up: {commit}: `gpuledger ledger build` over what both scenarios landed (what the live ledger's rounds do): {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
     }
 }
 
@@ -294,11 +306,23 @@ impl Report {
         self.latencies[rank.clamp(1, self.latencies.len()) - 1]
     }
 
-    /// The server's CPU time over the scenario, per accepted request.
-    fn print_server_cpu(&self, cpu_seconds: f64) {
+    /// The server's and the clients' CPU time over the scenario, per accepted request, and the
+    /// most requests per second the box's cores could serve at that cost: on a shared, noisy
+    /// box, CPU per request is steadier than requests per second, and the clients run on the
+    /// same cores as the server.
+    fn print_cpu(&self, used: Cpu) {
+        let requests = self.latencies.len().max(1) as f64;
+        let per_request = |seconds: f64| seconds * 1e3 / requests;
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         println!(
-            "  server CPU {cpu_seconds:.1} s = {:.2} ms per request",
-            cpu_seconds * 1e3 / self.latencies.len().max(1) as f64
+            "  server CPU {:.1} s = {:.2} ms per request; clients {:.1} s = {:.2} ms; \
+             {cores} cores at {:.2} ms a request: at most {:.0} requests/s",
+            used.server,
+            per_request(used.server),
+            used.clients,
+            per_request(used.clients),
+            per_request(used.server + used.clients),
+            cores as f64 * 1e3 / per_request(used.server + used.clients).max(1e-9),
         );
     }
 
@@ -355,26 +379,52 @@ impl Server {
 }
 
 impl Server {
-    /// CPU seconds the server process has used (user + system, from `/proc/<pid>/stat`, in
-    /// clock ticks of 1/100 s): on a shared, noisy box, CPU per request is steadier than
-    /// requests per second.
+    /// CPU seconds the server process has used.
     fn cpu_seconds(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // The fields after the command name (which may hold spaces) start at its closing ')'.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().collect())
-            .unwrap_or_default();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        // utime and stime are the 14th and 15th fields: 12th and 13th after the name.
-        (ticks(11) + ticks(12)) / 100.0
+        process_cpu_seconds(self.child.id())
     }
+}
+
+/// CPU seconds used so far by the server and by this process (the clients).
+#[derive(Clone, Copy)]
+struct Cpu {
+    server: f64,
+    clients: f64,
+}
+
+impl Cpu {
+    fn now(server: &Server) -> Self {
+        Self {
+            server: server.cpu_seconds(),
+            clients: process_cpu_seconds(std::process::id()),
+        }
+    }
+
+    fn since(self, before: Cpu) -> Cpu {
+        Cpu {
+            server: self.server - before.server,
+            clients: self.clients - before.clients,
+        }
+    }
+}
+
+/// CPU seconds process `pid` has used (user + system, from `/proc/<pid>/stat`, in clock ticks of
+/// 1/100 s).
+fn process_cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name (which may hold spaces) start at its closing ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are the 14th and 15th fields: 12th and 13th after the name.
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 impl Drop for Server {

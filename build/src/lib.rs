@@ -332,7 +332,7 @@ async fn dirty(
         // deleted already: what it held is no longer known.
         let held = match file.replaced_by {
             Some(_) => None,
-            None => file_telemetry(ctx, &file.path)
+            None => file_telemetry(ctx, &file.path, file.bytes as u64)
                 .await
                 .inspect_err(|error| {
                     tracing::warn!(path = %file.path, %error, "late telemetry unread: every node's hours from it on are rebuilt");

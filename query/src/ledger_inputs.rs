@@ -4,11 +4,25 @@
 //! the lake alike.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::sync::Arc;
 
-use arrow::array::{Int32Array, RecordBatch, StringViewArray};
-use datafusion::functions::expr_fn::coalesce;
-use datafusion::functions_aggregate::expr_fn::count;
-use datafusion::prelude::{ParquetReadOptions, SessionContext, col, lit};
+use arrow::array::{Array, Int32Array, RecordBatch, StringViewArray};
+use bytes::Bytes;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
+use datafusion::datasource::physical_plan::parquet::DefaultParquetFileReaderFactory;
+use datafusion::error::DataFusionError;
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::parquet::arrow::ProjectionMask;
+use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
+use datafusion::parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
+use datafusion::parquet::errors::Result as ParquetResult;
+use datafusion::parquet::file::metadata::ParquetMetaData;
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use datafusion::prelude::SessionContext;
+use futures::TryStreamExt;
+use futures::future::BoxFuture;
 use gpuledger_lake::Catalog;
 use gpuledger_ledger::build::{BillingItem, ManualCost, Node, RateCardEntry, Reservation};
 use gpuledger_ledger::gpu_hours::{ClassCosts, GpuHour, Owner};
@@ -132,36 +146,79 @@ pub struct FileTelemetry {
     pub xids: bool,
 }
 
-/// [`FileTelemetry`] of one `gpu_samples` file (a path the catalog lists), read through the
-/// session's lake store: only the file's `cluster`, `node` and `xid_last` pages are fetched,
-/// however large the file.
-pub async fn file_telemetry(ctx: &SessionContext, path: &str) -> Result<FileTelemetry, QueryError> {
-    let url = format!("{}{path}", LAKE_URL.as_str());
-    let keys = ctx
-        .read_parquet(url, ParquetReadOptions::default())
-        .await?
-        .filter(col("node").is_not_null())?
-        .aggregate(
-            vec![
-                coalesce(vec![col("cluster"), lit("")]).alias("cluster"),
-                col("node"),
-            ],
-            vec![count(col("xid_last")).alias("xids")],
-        )?
-        .collect()
-        .await?;
+/// [`FileTelemetry`] of one `gpu_samples` file (a path the catalog lists, of `bytes` bytes), read
+/// through the session's lake store: only the file's `cluster`, `node` and `xid_last` pages are
+/// fetched, however large the file. Read with the Parquet reader rather than planned as a query:
+/// the live ledger asks this of every file a round finds, and group commit lands hundreds of
+/// small files a minute, each of which cost a DataFusion plan (schema inference, optimizer,
+/// physical plan) many times its read.
+pub async fn file_telemetry(
+    ctx: &SessionContext,
+    path: &str,
+    bytes: u64,
+) -> Result<FileTelemetry, QueryError> {
+    let store = ctx
+        .runtime_env()
+        .object_store(ObjectStoreUrl::parse(LAKE_URL.as_str())?)?;
+    let reader = DefaultParquetFileReaderFactory::new(store).create_reader(
+        0,
+        PartitionedFile::new(path, bytes),
+        None,
+        &ExecutionPlanMetricsSet::new(),
+    )?;
+    let builder = ParquetRecordBatchStreamBuilder::new(SendReader(reader))
+        .await
+        .map_err(DataFusionError::from)?;
+    let columns =
+        ProjectionMask::columns(builder.parquet_schema(), ["cluster", "node", "xid_last"]);
+    let mut batches = builder
+        .with_projection(columns)
+        .build()
+        .map_err(DataFusionError::from)?;
     let mut file = FileTelemetry::default();
-    for batch in &keys {
-        let (cluster, node) = (strings(batch, "cluster")?, strings(batch, "node")?);
-        let xids = floats(batch, "xids")?;
+    while let Some(batch) = batches.try_next().await.map_err(DataFusionError::from)? {
+        let [cluster, node] = several(&batch, strings, ["cluster", "node"])?;
+        let xids = floats(&batch, "xid_last")?;
+        // Rows are sorted by cluster and node: a key is inserted once per run of its rows.
+        let mut last = None;
         for row in 0..batch.num_rows() {
-            if let (Some(cluster), Some(node)) = (owned(&cluster, row), owned(&node, row)) {
-                file.nodes.insert((cluster, node));
-                file.xids |= value(&xids, row).is_some_and(|n| n > 0.0);
+            let Some(node) = text(&node, row) else {
+                continue;
+            };
+            // `GpuKeys` reads a row without a cluster as cluster "".
+            let key = (text(&cluster, row).unwrap_or(""), node);
+            if last != Some(key) {
+                file.nodes.insert((key.0.to_string(), key.1.to_string()));
+                last = Some(key);
             }
+            file.xids |= xids.is_valid(row);
         }
     }
     Ok(file)
+}
+
+/// DataFusion's reader of a lake file, as the Parquet stream reader takes one: it reads a boxed
+/// reader only if the box is not `Send`, and the ledger build's futures must be.
+struct SendReader(Box<dyn AsyncFileReader + Send>);
+
+impl AsyncFileReader for SendReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, ParquetResult<Bytes>> {
+        self.0.get_bytes(range)
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, ParquetResult<Vec<Bytes>>> {
+        self.0.get_byte_ranges(ranges)
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, ParquetResult<Arc<ParquetMetaData>>> {
+        self.0.get_metadata(options)
+    }
 }
 
 /// `text` as a SQL string literal.
@@ -466,14 +523,18 @@ mod tests {
         let key = |node: &str| ("default".to_string(), node.to_string());
         assert_eq!(files.len(), 2);
         assert_eq!(
-            file_telemetry(&ctx, &files[0].path).await.unwrap(),
+            file_telemetry(&ctx, &files[0].path, files[0].bytes as u64)
+                .await
+                .unwrap(),
             FileTelemetry {
                 nodes: BTreeSet::from([key("a"), key("o'b")]),
                 xids: false
             }
         );
         assert_eq!(
-            file_telemetry(&ctx, &files[1].path).await.unwrap(),
+            file_telemetry(&ctx, &files[1].path, files[1].bytes as u64)
+                .await
+                .unwrap(),
             FileTelemetry {
                 nodes: BTreeSet::from([key("c")]),
                 xids: true
