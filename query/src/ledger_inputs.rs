@@ -4,25 +4,18 @@
 //! the lake alike.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Range;
-use std::sync::Arc;
 
 use arrow::array::{Array, Int32Array, RecordBatch, StringViewArray};
-use bytes::Bytes;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
 use datafusion::datasource::physical_plan::parquet::DefaultParquetFileReaderFactory;
 use datafusion::error::DataFusionError;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::parquet::arrow::ProjectionMask;
-use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
 use datafusion::parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
-use datafusion::parquet::errors::Result as ParquetResult;
-use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::prelude::SessionContext;
 use futures::TryStreamExt;
-use futures::future::BoxFuture;
 use gpuledger_lake::Catalog;
 use gpuledger_ledger::build::{BillingItem, ManualCost, Node, RateCardEntry, Reservation};
 use gpuledger_ledger::gpu_hours::{ClassCosts, GpuHour, Owner};
@@ -160,13 +153,21 @@ pub async fn file_telemetry(
     let store = ctx
         .runtime_env()
         .object_store(ObjectStoreUrl::parse(LAKE_URL.as_str())?)?;
-    let reader = DefaultParquetFileReaderFactory::new(store).create_reader(
-        0,
-        PartitionedFile::new(path, bytes),
-        None,
-        &ExecutionPlanMetricsSet::new(),
-    )?;
-    let builder = ParquetRecordBatchStreamBuilder::new(SendReader(reader))
+    // The session's hint (512 KiB by default) reads a small file's footer and metadata at once.
+    let hint = ctx
+        .state()
+        .config_options()
+        .execution
+        .parquet
+        .metadata_size_hint;
+    let reader: Box<dyn AsyncFileReader> = DefaultParquetFileReaderFactory::new(store)
+        .create_reader(
+            0,
+            PartitionedFile::new(path, bytes),
+            hint,
+            &ExecutionPlanMetricsSet::new(),
+        )?;
+    let builder = ParquetRecordBatchStreamBuilder::new(reader)
         .await
         .map_err(DataFusionError::from)?;
     let columns =
@@ -179,7 +180,8 @@ pub async fn file_telemetry(
     while let Some(batch) = batches.try_next().await.map_err(DataFusionError::from)? {
         let [cluster, node] = several(&batch, strings, ["cluster", "node"])?;
         let xids = floats(&batch, "xid_last")?;
-        // Rows are sorted by cluster and node: a key is inserted once per run of its rows.
+        // The writer sorts rows by cluster and node, so a key is mostly inserted once per run
+        // of its rows (the set keeps it once whatever the order).
         let mut last = None;
         for row in 0..batch.num_rows() {
             let Some(node) = text(&node, row) else {
@@ -195,30 +197,6 @@ pub async fn file_telemetry(
         }
     }
     Ok(file)
-}
-
-/// DataFusion's reader of a lake file, as the Parquet stream reader takes one: it reads a boxed
-/// reader only if the box is not `Send`, and the ledger build's futures must be.
-struct SendReader(Box<dyn AsyncFileReader + Send>);
-
-impl AsyncFileReader for SendReader {
-    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, ParquetResult<Bytes>> {
-        self.0.get_bytes(range)
-    }
-
-    fn get_byte_ranges(
-        &mut self,
-        ranges: Vec<Range<u64>>,
-    ) -> BoxFuture<'_, ParquetResult<Vec<Bytes>>> {
-        self.0.get_byte_ranges(ranges)
-    }
-
-    fn get_metadata<'a>(
-        &'a mut self,
-        options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, ParquetResult<Arc<ParquetMetaData>>> {
-        self.0.get_metadata(options)
-    }
 }
 
 /// `text` as a SQL string literal.
@@ -486,6 +464,7 @@ mod tests {
     use std::sync::Arc;
 
     use arrow::array::ArrayRef;
+    use object_store::ObjectStoreExt;
 
     use super::*;
 
@@ -540,6 +519,56 @@ mod tests {
                 xids: true
             }
         );
+    }
+
+    /// A file as another writer may leave it: rows out of order and more than one reader batch,
+    /// rows without a cluster (keyed "" as `GpuKeys` reads them), an XID reading on a row
+    /// without a node (no node's hours, so not counted); and a wrong size in the catalog: the
+    /// right answer or an error (the build then rebuilds every node), never a wrong answer.
+    #[tokio::test]
+    async fn a_files_nodes_are_read_whatever_its_order_and_clusters() {
+        let (_dir, lake) = crate::test_lake::empty_lake().await;
+        let rows = 3_000;
+        let cluster: ArrayRef = Arc::new(arrow::array::StringArray::from_iter(
+            (0..rows).map(|i| (i % 3 != 0).then(|| format!("c{}", i % 2))),
+        ));
+        let node: ArrayRef = Arc::new(arrow::array::StringArray::from_iter(
+            (0..rows).map(|i| (i != 7).then(|| format!("n{}", (rows - i) % 5))),
+        ));
+        let xid_last: ArrayRef = Arc::new(arrow::array::Float64Array::from_iter(
+            (0..rows).map(|i| (i == 7).then_some(79.0)),
+        ));
+        let batch = RecordBatch::try_from_iter([
+            ("cluster", cluster),
+            ("node", node),
+            ("xid_last", xid_last),
+        ])
+        .unwrap();
+        let bytes = gpuledger_lake::writer::encode_parquet(&batch).unwrap();
+        let path = "tables/gpu_samples/date=2026-11-02/other-writer.parquet";
+        lake.store()
+            .put(&path.into(), bytes.clone().into())
+            .await
+            .unwrap();
+        let ctx = crate::new_session(&lake).unwrap();
+
+        // Row i has cluster c(i % 2) unless i % 3 == 0 (none), node n((3000 - i) % 5), descending
+        // in runs: 2, 3 and 5 are coprime, so every node with each of "", "c0" and "c1".
+        let expected: BTreeSet<(String, String)> = ["", "c0", "c1"]
+            .iter()
+            .flat_map(|c| (0..5).map(move |n| (c.to_string(), format!("n{n}"))))
+            .collect();
+        let telemetry = FileTelemetry {
+            nodes: expected,
+            xids: false,
+        };
+        let size = bytes.len() as u64;
+        assert_eq!(file_telemetry(&ctx, path, size).await.unwrap(), telemetry);
+        for wrong in [0, size - 1, size + 1, 2 * size] {
+            if let Ok(read) = file_telemetry(&ctx, path, wrong).await {
+                assert_eq!(read, telemetry, "read with a size of {wrong}");
+            }
+        }
     }
 
     /// A node named with a quote, and rows without a cluster (keyed "" as `GpuKeys` reads them).
