@@ -314,6 +314,7 @@ impl Report {
         let requests = self.latencies.len().max(1) as f64;
         let per_request = |seconds: f64| seconds * 1e3 / requests;
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let both = per_request(used.server + used.clients);
         println!(
             "  server CPU {:.1} s = {:.2} ms per request; clients {:.1} s = {:.2} ms; \
              {cores} cores at {:.2} ms a request: at most {:.0} requests/s",
@@ -321,8 +322,8 @@ impl Report {
             per_request(used.server),
             used.clients,
             per_request(used.clients),
-            per_request(used.server + used.clients),
-            cores as f64 * 1e3 / per_request(used.server + used.clients).max(1e-9),
+            both,
+            cores as f64 * 1e3 / both.max(1e-9),
         );
     }
 
@@ -378,13 +379,6 @@ impl Server {
     }
 }
 
-impl Server {
-    /// CPU seconds the server process has used.
-    fn cpu_seconds(&self) -> f64 {
-        process_cpu_seconds(self.child.id())
-    }
-}
-
 /// CPU seconds used so far by the server and by this process (the clients).
 #[derive(Clone, Copy)]
 struct Cpu {
@@ -395,7 +389,7 @@ struct Cpu {
 impl Cpu {
     fn now(server: &Server) -> Self {
         Self {
-            server: server.cpu_seconds(),
+            server: process_cpu_seconds(server.child.id()),
             clients: process_cpu_seconds(std::process::id()),
         }
     }
