@@ -443,58 +443,51 @@ impl Catalog {
         content_hash: &str,
         idempotency_key: Option<&str>,
     ) -> Result<Option<BatchRecord>> {
-        self.find_batch_recognising(
-            source,
-            content_hash,
-            idempotency_key,
-            &CommitOptions::default(),
-        )
-        .await
+        let batch = NewBatch {
+            batch_id: String::new(),
+            source: source.to_owned(),
+            origin: String::new(),
+            content_hash: content_hash.to_owned(),
+            idempotency_key: idempotency_key.map(str::to_owned),
+            records_read: 0,
+            started_at: 0,
+        };
+        self.earlier_delivery(&batch, &CommitOptions::default())
+            .await
     }
 
-    /// [`Catalog::find_batch`], also by the other identities of `commit_options`.
-    pub async fn find_batch_recognising(
+    /// The committed batch each of `batches` is the same input as, if any, by any of its
+    /// identities: one lookup for all.
+    pub async fn earlier_deliveries(
         &self,
-        source: &str,
-        content_hash: &str,
-        idempotency_key: Option<&str>,
-        commit_options: &CommitOptions,
-    ) -> Result<Option<BatchRecord>> {
+        batches: &[(&NewBatch, &CommitOptions)],
+    ) -> Result<Vec<Option<BatchRecord>>> {
         let mut connection = self.pool.acquire().await?;
-        find_recognising(
-            &mut connection,
-            source,
-            content_hash,
-            idempotency_key,
-            commit_options,
-        )
-        .await
+        find_recognising(&mut connection, batches).await
     }
 
-    /// Whether another writer committed `batch`'s input since it was looked for, asked inside
-    /// the transaction that would commit it. The unique indexes stop a second copy of an exact
-    /// content hash or key at its insert; an arrival-stamped retry is known by a range of hashes
-    /// no index covers, so it is looked for again here, and on PostgreSQL after an advisory lock
-    /// on its content: two replicas committing retries of one scrape take turns, and the second
-    /// finds the first. (SQLite has one writer at a time.) Call [`Catalog::lock_retries`] first.
+    /// Whether another writer committed the input of one of `batches` since it was looked for,
+    /// asked inside the transaction that would commit them. The unique indexes stop a second copy
+    /// of an exact content hash or key at its insert; an arrival-stamped retry is known by a
+    /// range of hashes no index covers, so it is looked for again here, and on PostgreSQL after
+    /// an advisory lock on its content: two replicas committing retries of one scrape take turns,
+    /// and the second finds the first. (SQLite has one writer at a time.) Call
+    /// [`Catalog::lock_retries`] first.
     async fn committed_meanwhile(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-        batch: &NewBatch,
-        commit_options: &CommitOptions,
+        batches: &[(&NewBatch, &CommitOptions)],
     ) -> Result<bool> {
-        if commit_options.retry_since.is_none() {
+        let retries: Vec<_> = batches
+            .iter()
+            .filter(|(_, options)| options.retry_since.is_some())
+            .copied()
+            .collect();
+        if retries.is_empty() {
             return Ok(false);
         }
-        let found = find_recognising(
-            tx,
-            &batch.source,
-            &batch.content_hash,
-            batch.idempotency_key.as_deref(),
-            commit_options,
-        )
-        .await?;
-        Ok(found.is_some())
+        let found = find_recognising(tx, &retries).await?;
+        Ok(found.iter().any(Option::is_some))
     }
 
     /// A transaction that commits batches. On SQLite it takes the write lock at once (`BEGIN
@@ -554,13 +547,8 @@ impl Catalog {
         batch: &NewBatch,
         commit_options: &CommitOptions,
     ) -> Result<Option<BatchRecord>> {
-        self.find_batch_recognising(
-            &batch.source,
-            &batch.content_hash,
-            batch.idempotency_key.as_deref(),
-            commit_options,
-        )
-        .await
+        let mut found = self.earlier_deliveries(&[(batch, commit_options)]).await?;
+        Ok(found.pop().flatten())
     }
 
     /// [`Catalog::commit_batch`] for an input that is also known by the other identities of
@@ -581,7 +569,7 @@ impl Catalog {
         self.lock_retries(&mut tx, &[(batch, commit_options)])
             .await?;
         if self
-            .committed_meanwhile(&mut tx, batch, commit_options)
+            .committed_meanwhile(&mut tx, &[(batch, commit_options)])
             .await?
         {
             tx.rollback().await?;
@@ -610,18 +598,12 @@ impl Catalog {
             .records_rejected
             .unwrap_or(rejections.len() as u64)
             .max(rejections.len() as u64);
-        let inserted = insert_batch(
-            &mut tx,
-            batch,
-            BatchCounts {
-                rows_landed,
-                records_rejected,
-                rows_replaced: rows_replaced as u64,
-            },
-            None,
-            now,
-        )
-        .await;
+        let counts = BatchCounts {
+            rows_landed,
+            records_rejected,
+            rows_replaced: rows_replaced as u64,
+        };
+        let inserted = insert_batches(&mut tx, &[(batch, counts)], None, now).await;
         if let Err(error) = inserted {
             // A concurrent commit of the same input won the unique index: report it as the duplicate.
             tx.rollback().await?;
@@ -642,19 +624,24 @@ impl Catalog {
         })
     }
 
-    /// What committing `batch` would be if it is an input committed before (by any of its
-    /// identities): the outcome it gets without files of its own, nothing written. `None`: a new
-    /// input. Group commit asks this before it writes a group's files, so that a repeated input
-    /// adds no rows to them.
+    /// What committing each of `batches` would be if it is an input committed before (by any of
+    /// its identities): the outcome it gets without files of its own. `None`: a new input. Group
+    /// commit asks this before it writes a group's files, so that a repeated input adds no rows
+    /// to them. One lookup for all; only a repeat whose rows a later delivery replaced writes
+    /// (it is active again, as [`Catalog::commit_batch`] would make it).
     pub async fn recognise(
         &self,
-        batch: &NewBatch,
-        commit_options: &CommitOptions,
-    ) -> Result<Option<CommitOutcome>> {
-        match self.earlier_delivery(batch, commit_options).await? {
-            Some(existing) => Ok(Some(self.redeliver(existing, batch, &[]).await?)),
-            None => Ok(None),
+        batches: &[(&NewBatch, &CommitOptions)],
+    ) -> Result<Vec<Option<CommitOutcome>>> {
+        let earlier = self.earlier_deliveries(batches).await?;
+        let mut outcomes = Vec::with_capacity(batches.len());
+        for ((batch, _), existing) in batches.iter().zip(earlier) {
+            outcomes.push(match existing {
+                Some(existing) => Some(self.redeliver(existing, batch, &[]).await?),
+                None => None,
+            });
         }
+        Ok(outcomes)
     }
 
     /// Makes several new batches visible in one transaction (group commit): each its own batch
@@ -687,28 +674,31 @@ impl Catalog {
         let mut tx = self.begin_commit().await?;
         let identities: Vec<_> = members.iter().map(|m| (m.batch, m.options)).collect();
         self.lock_retries(&mut tx, &identities).await?;
-        for member in members {
-            if self
-                .committed_meanwhile(&mut tx, member.batch, member.options)
-                .await?
-            {
-                tx.rollback().await?;
-                return Ok(GroupCommitOutcome::Raced);
-            }
-            let counts = BatchCounts {
-                rows_landed: member.rows_landed,
-                records_rejected: member.records_rejected.max(member.rejections.len() as u64),
-                rows_replaced: 0,
-            };
-            if let Err(error) =
-                insert_batch(&mut tx, member.batch, counts, committed_with, now).await
-            {
-                tx.rollback().await?;
-                return match self.earlier_delivery(member.batch, member.options).await? {
-                    Some(_) => Ok(GroupCommitOutcome::Raced),
-                    None => Err(error),
+        if self.committed_meanwhile(&mut tx, &identities).await? {
+            tx.rollback().await?;
+            return Ok(GroupCommitOutcome::Raced);
+        }
+        let rows: Vec<_> = members
+            .iter()
+            .map(|member| {
+                let counts = BatchCounts {
+                    rows_landed: member.rows_landed,
+                    records_rejected: member.records_rejected.max(member.rejections.len() as u64),
+                    rows_replaced: 0,
                 };
-            }
+                (member.batch, counts)
+            })
+            .collect();
+        if let Err(error) = insert_batches(&mut tx, &rows, committed_with, now).await {
+            // A member's unique identity was taken meanwhile (or the insert failed).
+            tx.rollback().await?;
+            let earlier = self.earlier_deliveries(&identities).await?;
+            return match earlier.iter().any(Option::is_some) {
+                true => Ok(GroupCommitOutcome::Raced),
+                false => Err(error),
+            };
+        }
+        for member in members {
             insert_rejections(&mut tx, member.batch, member.rejections, now).await?;
         }
         for file in files {
@@ -906,10 +896,9 @@ impl Catalog {
     }
 
     pub async fn batches(&self) -> Result<Vec<BatchRecord>> {
-        let rows = sqlx::query(
-            "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at, committed_with
-             FROM ingest_batches ORDER BY committed_at, batch_id",
-        )
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {BATCH_COLUMNS} FROM ingest_batches ORDER BY committed_at, batch_id"
+        )))
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.iter().map(batch_from_row).collect())
@@ -1062,58 +1051,158 @@ fn batch_from_row(r: &sqlx::any::AnyRow) -> BatchRecord {
     }
 }
 
-/// The committed batch that `content_hash` (or `idempotency_key`, or another identity of
-/// `commit_options`) names, read through `connection` (a transaction's, to see its own view).
-async fn find_recognising(
-    connection: &mut sqlx::AnyConnection,
-    source: &str,
-    content_hash: &str,
-    idempotency_key: Option<&str>,
-    commit_options: &CommitOptions,
-) -> Result<Option<BatchRecord>> {
-    if let Some(since) = commit_options.retry_since {
-        let content = retry_content(content_hash);
-        let row = sqlx::query(
-            "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at, committed_with
-             FROM ingest_batches
-             WHERE source = $1 AND content_hash >= $2 AND content_hash <= $3
-             ORDER BY committed_at LIMIT 1",
-        )
-        .bind(source)
-        .bind(format!("{content}{:020}", since.max(0)))
-        .bind(format!("{content}{}", "9".repeat(20)))
-        .fetch_optional(&mut *connection)
-        .await?;
-        if let Some(row) = row {
-            return Ok(Some(batch_from_row(&row)));
-        }
-    }
-    for legacy in &commit_options.legacy_hashes {
-        if let Some(found) = find_by_hash(connection, source, legacy, None).await? {
-            return Ok(Some(found));
-        }
-    }
-    find_by_hash(connection, source, content_hash, idempotency_key).await
+/// The columns of a [`BatchRecord`], as [`batch_from_row`] reads them.
+const BATCH_COLUMNS: &str = "batch_id, source, origin, records_read, rows_landed, records_rejected, \
+     rows_replaced, committed_at, committed_with";
+
+/// Arms of one compound SELECT, and batch rows of one INSERT. Few enough that a group's
+/// statements take a few shapes, each prepared once per connection, and that binding stays
+/// cheap: SQLite finds a `$n` parameter by a linear search, so binding n of them costs n².
+const ARMS_PER_STATEMENT: usize = 16;
+const BATCH_ROWS_PER_STATEMENT: usize = 16;
+
+/// One way an earlier batch is the same input as a new one. Ways of a lower `rank` are tried
+/// first: an arrival-stamped retry, then the hashes of earlier releases in order, then the exact
+/// content and the idempotency key (one rank: the earlier committed of the two wins).
+struct IdentityArm<'a> {
+    /// The position of the new batch among those looked for.
+    member: usize,
+    rank: usize,
+    matches: IdentityMatch<'a>,
 }
 
-async fn find_by_hash(
+enum IdentityMatch<'a> {
+    /// The batches of a source whose content hash lies in a range (a retry's content, from
+    /// `since` on).
+    HashRange {
+        source: &'a str,
+        from: String,
+        to: String,
+    },
+    Hash {
+        source: &'a str,
+        hash: &'a str,
+    },
+    Key(&'a str),
+}
+
+impl<'a> IdentityArm<'a> {
+    fn of(member: usize, batch: &'a NewBatch, options: &'a CommitOptions) -> Vec<Self> {
+        let source = batch.source.as_str();
+        let mut arms = Vec::with_capacity(3 + options.legacy_hashes.len());
+        let mut arm = |rank, matches| {
+            arms.push(Self {
+                member,
+                rank,
+                matches,
+            });
+        };
+        if let Some(since) = options.retry_since {
+            let content = retry_content(&batch.content_hash);
+            arm(
+                0,
+                IdentityMatch::HashRange {
+                    source,
+                    from: format!("{content}{:020}", since.max(0)),
+                    to: format!("{content}{}", "9".repeat(20)),
+                },
+            );
+        }
+        for (position, legacy) in options.legacy_hashes.iter().enumerate() {
+            arm(
+                1 + position,
+                IdentityMatch::Hash {
+                    source,
+                    hash: legacy,
+                },
+            );
+        }
+        let content_rank = 1 + options.legacy_hashes.len();
+        let hash = &batch.content_hash;
+        arm(content_rank, IdentityMatch::Hash { source, hash });
+        if let Some(key) = &batch.idempotency_key {
+            arm(content_rank, IdentityMatch::Key(key));
+        }
+        arms
+    }
+}
+
+/// The committed batch each of `batches` is the same input as, by any of its identities (see
+/// [`IdentityArm`]), read through `connection` (a transaction's, to see its own view): one
+/// statement for up to [`ARMS_PER_STATEMENT`] identities, each arm on a unique index. Among the
+/// batches one identity names, the earliest committed (then the least id) is the one.
+async fn find_recognising(
     connection: &mut sqlx::AnyConnection,
-    source: &str,
-    content_hash: &str,
-    idempotency_key: Option<&str>,
-) -> Result<Option<BatchRecord>> {
-    let row = sqlx::query(
-        "SELECT batch_id, source, origin, records_read, rows_landed, records_rejected, rows_replaced, committed_at, committed_with
-         FROM ingest_batches
-         WHERE (source = $1 AND content_hash = $2) OR (idempotency_key IS NOT NULL AND idempotency_key = $3)
-         ORDER BY committed_at LIMIT 1",
-    )
-    .bind(source)
-    .bind(content_hash)
-    .bind(idempotency_key)
-    .fetch_optional(connection)
-    .await?;
-    Ok(row.map(|r| batch_from_row(&r)))
+    batches: &[(&NewBatch, &CommitOptions)],
+) -> Result<Vec<Option<BatchRecord>>> {
+    let arms: Vec<IdentityArm> = batches
+        .iter()
+        .enumerate()
+        .flat_map(|(member, (batch, options))| IdentityArm::of(member, batch, options))
+        .collect();
+    let mut found: Vec<Option<(i64, BatchRecord)>> = vec![None; batches.len()];
+    for chunk in arms.chunks(ARMS_PER_STATEMENT) {
+        let mut sql = String::new();
+        let mut binds: Vec<&str> = Vec::new();
+        for arm in chunk {
+            if !sql.is_empty() {
+                sql.push_str(" UNION ALL ");
+            }
+            let condition = match &arm.matches {
+                IdentityMatch::HashRange { source, from, to } => {
+                    binds.extend([*source, from.as_str(), to.as_str()]);
+                    let n = binds.len();
+                    format!(
+                        "source = ${} AND content_hash >= ${} AND content_hash <= ${n}",
+                        n - 2,
+                        n - 1
+                    )
+                }
+                IdentityMatch::Hash { source, hash } => {
+                    binds.extend([*source, *hash]);
+                    let n = binds.len();
+                    format!("source = ${} AND content_hash = ${n}", n - 1)
+                }
+                IdentityMatch::Key(key) => {
+                    binds.push(key);
+                    format!(
+                        "idempotency_key IS NOT NULL AND idempotency_key = ${}",
+                        binds.len()
+                    )
+                }
+            };
+            sql.push_str(&format!(
+                "SELECT CAST({} AS BIGINT) AS member, CAST({} AS BIGINT) AS arm_rank, {BATCH_COLUMNS} \
+                 FROM ingest_batches WHERE {condition}",
+                arm.member, arm.rank
+            ));
+        }
+        // Only numbers and placeholders are formatted into the statement; every value is bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for value in binds {
+            query = query.bind(value);
+        }
+        for row in query.fetch_all(&mut *connection).await? {
+            let member: i64 = row.try_get("member")?;
+            let rank: i64 = row.try_get("arm_rank")?;
+            let record = batch_from_row(&row);
+            let slot = &mut found[member as usize];
+            let better = match slot {
+                None => true,
+                Some((best_rank, best)) => {
+                    (rank, record.committed_at, &record.batch_id)
+                        < (*best_rank, best.committed_at, &best.batch_id)
+                }
+            };
+            if better {
+                *slot = Some((rank, record));
+            }
+        }
+    }
+    Ok(found
+        .into_iter()
+        .map(|slot| slot.map(|(_, record)| record))
+        .collect())
 }
 
 /// The advisory lock of a retried content: the first 60 bits of its hash (`r` and hex digits).
@@ -1150,32 +1239,49 @@ struct BatchCounts {
     rows_replaced: u64,
 }
 
-async fn insert_batch(
+/// Inserts the rows of `batches`, committed at one time (and with one lead when grouped), up to
+/// [`BATCH_ROWS_PER_STATEMENT`] per statement.
+async fn insert_batches(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    batch: &NewBatch,
-    counts: BatchCounts,
+    batches: &[(&NewBatch, BatchCounts)],
     committed_with: Option<&str>,
     committed_at: i64,
 ) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO ingest_batches (batch_id, source, origin, content_hash, idempotency_key, records_read,
-             rows_landed, records_rejected, rows_replaced, started_at, committed_at, committed_with)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-    )
-    .bind(&batch.batch_id)
-    .bind(&batch.source)
-    .bind(&batch.origin)
-    .bind(&batch.content_hash)
-    .bind(batch.idempotency_key.as_deref())
-    .bind(batch.records_read as i64)
-    .bind(counts.rows_landed as i64)
-    .bind(counts.records_rejected as i64)
-    .bind(counts.rows_replaced as i64)
-    .bind(batch.started_at)
-    .bind(committed_at)
-    .bind(committed_with)
-    .execute(&mut **tx)
-    .await?;
+    const COLUMNS: usize = 12;
+    for chunk in batches.chunks(BATCH_ROWS_PER_STATEMENT) {
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|row| {
+                let placeholders: Vec<String> = (1..=COLUMNS)
+                    .map(|column| format!("${}", row * COLUMNS + column))
+                    .collect();
+                format!("({})", placeholders.join(", "))
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO ingest_batches (batch_id, source, origin, content_hash, idempotency_key, records_read,
+                 rows_landed, records_rejected, rows_replaced, started_at, committed_at, committed_with)
+             VALUES {}",
+            rows.join(", ")
+        );
+        // Only placeholders are formatted into the statement; every value is bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (batch, counts) in chunk {
+            query = query
+                .bind(&batch.batch_id)
+                .bind(&batch.source)
+                .bind(&batch.origin)
+                .bind(&batch.content_hash)
+                .bind(batch.idempotency_key.as_deref())
+                .bind(batch.records_read as i64)
+                .bind(counts.rows_landed as i64)
+                .bind(counts.records_rejected as i64)
+                .bind(counts.rows_replaced as i64)
+                .bind(batch.started_at)
+                .bind(committed_at)
+                .bind(committed_with);
+        }
+        query.execute(&mut **tx).await?;
+    }
     Ok(())
 }
 

@@ -313,27 +313,42 @@ async fn commit_each_alone(lake: Lake, group: Vec<Waiting>) {
 }
 
 /// Answers the inputs committed before (by another writer, or an earlier group) with what they
-/// are, without files; returns the new ones.
+/// are, without files; returns the new ones. One lookup for the group; should it fail, each
+/// input is looked for alone, so that only one whose own lookup fails is answered with an error.
 async fn answer_repeats(lake: &Lake, group: Vec<Waiting>) -> Vec<Waiting> {
+    let identities: Vec<_> = group
+        .iter()
+        .map(|waiting| (&waiting.member.batch, &waiting.member.options))
+        .collect();
+    let recognised = lake.catalog().recognise(&identities).await;
+    let outcomes = match recognised {
+        Ok(outcomes) => outcomes,
+        Err(error) if group.len() > 1 => {
+            tracing::warn!(inputs = group.len(), %error, "looking for a group's inputs failed: looking for each alone");
+            let mut fresh = Vec::with_capacity(group.len());
+            for waiting in group {
+                fresh.extend(Box::pin(answer_repeats(lake, vec![waiting])).await);
+            }
+            return fresh;
+        }
+        Err(error) => {
+            if let Some(waiting) = group.into_iter().next() {
+                let _ = waiting.reply.send(Err(error.into()));
+            }
+            return vec![];
+        }
+    };
     let mut fresh = Vec::with_capacity(group.len());
-    for waiting in group {
-        let member = &waiting.member;
-        match lake
-            .catalog()
-            .recognise(&member.batch, &member.options)
-            .await
-        {
-            Ok(None) => fresh.push(waiting),
-            Ok(Some(outcome)) => {
+    for (waiting, outcome) in group.into_iter().zip(outcomes) {
+        match outcome {
+            None => fresh.push(waiting),
+            Some(outcome) => {
                 let _ = waiting.reply.send(Ok(Committed {
                     outcome,
                     rows: vec![],
                     files_written: 0,
                     group_inputs: 0,
                 }));
-            }
-            Err(error) => {
-                let _ = waiting.reply.send(Err(error.into()));
             }
         }
     }

@@ -231,7 +231,7 @@ impl Catalog {
             records_rejected: 0,
             rows_replaced: 0,
         };
-        super::insert_batch(&mut tx, compaction, no_rows, None, now).await?;
+        super::insert_batches(&mut tx, &[(compaction, no_rows)], None, now).await?;
         let mut retired = 0;
         for chunk in sources.chunks(PATHS_PER_STATEMENT) {
             let list = (0..chunk.len())

@@ -586,13 +586,14 @@ async fn a_group_commits_each_batch_with_shared_files_or_nothing() {
         assert!(catalog.all_files().await.unwrap().is_empty());
         assert!(catalog.quarantine().await.unwrap().is_empty());
         // …and recognise says what g3 is, without writing anything.
-        let CommitOutcome::Duplicate(earlier) =
-            catalog.recognise(&b3, &options).await.unwrap().unwrap()
+        let [Some(CommitOutcome::Duplicate(earlier)), None] = &catalog
+            .recognise(&[(&b3, &options), (&b1, &options)])
+            .await
+            .unwrap()[..]
         else {
-            panic!("g3 is a repeat")
+            panic!("g3 is a repeat, g1 is not")
         };
         assert_eq!(earlier.batch_id, "cli");
-        assert_eq!(catalog.recognise(&b1, &options).await.unwrap(), None);
 
         // Without g3: both batches, their own counts and quarantine, the files under the first.
         let group = [member(&b1, 3, &[]), member(&b2, 4, rejected)];
@@ -636,7 +637,7 @@ async fn a_group_commits_each_batch_with_shared_files_or_nothing() {
         // The key of a grouped batch is known like any other.
         assert_eq!(
             catalog
-                .find_batch_recognising("focus", "other", Some("key-g2"), &options)
+                .find_batch("focus", "other", Some("key-g2"))
                 .await
                 .unwrap()
                 .map(|b| b.batch_id),
@@ -863,4 +864,249 @@ async fn a_catalog_migrated_by_a_later_release_is_refused() {
         let refused = Catalog::connect(&url).await.map(|_| ()).unwrap_err();
         assert!(refused.to_string().contains("9999"), "{backend}: {refused}");
     }
+}
+
+/// Group commit looks for all its inputs in one lookup: each gets the batch its identities name,
+/// by every kind of identity and in their order, wherever it stands among hundreds.
+#[tokio::test]
+async fn a_group_of_inputs_is_recognised_in_one_lookup_by_each_identity() {
+    each_catalog(async |catalog| {
+        let dcgm = |id: &str, hash: &str, key: Option<&str>| NewBatch {
+            source: "dcgm".into(),
+            ..batch(id, hash, key)
+        };
+        let content = "c".repeat(64);
+        // Committed one after another, so in this order of `committed_at`.
+        for earlier in [
+            dcgm("by-content", "h-content", None),
+            dcgm("z-by-key", "h-other", Some("k-shared")),
+            dcgm("by-content-later", "h-both", None),
+            dcgm("by-legacy", "h-legacy", None),
+            dcgm("retry-too-old", &retry_hash(&content, 500), None),
+            dcgm("retry-in-window", &retry_hash(&content, 1_000), None),
+        ] {
+            catalog.commit_batch(&earlier, &[], &[]).await.unwrap();
+        }
+        let (exact, legacy) = (
+            CommitOptions::default(),
+            CommitOptions {
+                legacy_hashes: vec!["h-legacy".into()],
+                ..CommitOptions::default()
+            },
+        );
+        let retry_since = |since| CommitOptions {
+            retry_since: Some(since),
+            legacy_hashes: vec!["h-content".into()],
+            ..CommitOptions::default()
+        };
+        let (since_800, since_1001) = (retry_since(800), retry_since(1_001));
+        let new: Vec<NewBatch> = (0..300)
+            .map(|i| dcgm(&format!("n{i}"), &format!("h-new-{i}"), None))
+            .collect();
+        let retry_now = dcgm("r", &retry_hash(&content, 2_000), None);
+        let other_content = dcgm("o", &retry_hash(&"d".repeat(64), 2_000), None);
+        let named: Vec<(NewBatch, &CommitOptions, Option<&str>)> = vec![
+            // A retry in the window outranks a legacy hash of an earlier batch.
+            (retry_now.clone(), &since_800, Some("retry-in-window")),
+            // Out of the window: the legacy hash.
+            (retry_now, &since_1001, Some("by-content")),
+            (other_content, &exact, None),
+            (dcgm("l", "h-new-x", None), &legacy, Some("by-legacy")),
+            // A legacy hash outranks the content, though committed later.
+            (dcgm("l2", "h-content", None), &legacy, Some("by-legacy")),
+            // Content and key are one rank: the earlier committed wins.
+            (
+                dcgm("k", "h-both", Some("k-shared")),
+                &exact,
+                Some("z-by-key"),
+            ),
+            (dcgm("c", "h-content", None), &exact, Some("by-content")),
+            // The content of another source is another input.
+            (batch("f", "h-content", None), &exact, None),
+        ];
+        // 246 new inputs first (one identity each, 16 identities to a statement), so that "l2"
+        // has its legacy hash (which wins) at the end of one statement and its content at the
+        // start of the next; 54 more new ones follow the named.
+        const BEFORE: usize = 246;
+        let mut group: Vec<(&NewBatch, &CommitOptions)> =
+            new[..BEFORE].iter().map(|b| (b, &exact)).collect();
+        group.extend(named.iter().map(|(b, options, _)| (b, *options)));
+        group.extend(new[BEFORE..].iter().map(|b| (b, &exact)));
+        let found: Vec<Option<String>> = catalog
+            .earlier_deliveries(&group)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|b| b.map(|b| b.batch_id))
+            .collect();
+        let expected: Vec<Option<String>> = std::iter::repeat_n(None, BEFORE)
+            .chain(named.iter().map(|(_, _, id)| id.map(str::to_owned)))
+            .chain(std::iter::repeat_n(None, 300 - BEFORE))
+            .collect();
+        assert_eq!(found, expected);
+
+        // What each is, as group commit asks: the same as asking for each alone.
+        let (from, to) = (BEFORE - 5, BEFORE + named.len() + 5);
+        let outcomes = catalog.recognise(&group[from..to]).await.unwrap();
+        for (position, outcome) in outcomes.iter().enumerate() {
+            let alone = catalog.recognise(&group[from + position..][..1]).await;
+            assert_eq!(Some(outcome), alone.unwrap().first(), "input {position}");
+        }
+        let repeats: Vec<_> = outcomes
+            .iter()
+            .map(|outcome| match outcome {
+                Some(CommitOutcome::Duplicate(batch)) => Some(batch.batch_id.as_str()),
+                None => None,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(repeats[..5], [None; 5]);
+        assert_eq!(repeats[13..], [None; 5]);
+        assert_eq!(
+            &repeats[5..13],
+            [
+                Some("retry-in-window"),
+                Some("by-content"),
+                None,
+                Some("by-legacy"),
+                Some("by-legacy"),
+                Some("z-by-key"),
+                Some("by-content"),
+                None
+            ]
+        );
+    })
+    .await;
+}
+
+/// A group's batch rows take several statements past 16 members: all of them commit, or none
+/// when any member's input turns out to be committed by another writer meanwhile, whichever
+/// statement meets it.
+#[tokio::test]
+async fn a_group_of_hundreds_commits_every_batch_or_none() {
+    each_catalog(async |catalog| {
+        let options = CommitOptions::default();
+        let batches: Vec<NewBatch> = (0..150)
+            .map(|i| batch(&format!("m{i:03}"), &format!("h-m{i:03}"), None))
+            .collect();
+        let rejected = [Rejection::new(7, "gpu", "not a GPU index", "x")];
+        let members: Vec<GroupMember> = batches
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let rejections: &[Rejection] = if i == 100 { &rejected } else { &[] };
+                group_member(b, i as u64, rejections, &options)
+            })
+            .collect();
+        // Σ i for i in 0..150 = 150·149/2 = 11,175 rows in the group's one file.
+        let files = [file(Table::GpuSamples, "m000", 1, None, 11_175, (0, 10))];
+
+        // Another writer commits the 141st input first: its row is in the ninth INSERT, after
+        // eight that went through.
+        catalog
+            .commit_batch(&batch("cli", "h-m140", None), &[], &[])
+            .await
+            .unwrap();
+        assert_eq!(
+            catalog.commit_group(&members, &files).await.unwrap(),
+            GroupCommitOutcome::Raced
+        );
+        let ids = |batches: Vec<BatchRecord>| -> Vec<String> {
+            batches.into_iter().map(|b| b.batch_id).collect()
+        };
+        assert_eq!(ids(catalog.batches().await.unwrap()), ["cli"]);
+        assert!(catalog.all_files().await.unwrap().is_empty());
+        assert!(catalog.quarantine().await.unwrap().is_empty());
+
+        // Without it: 149 batches, each with its own rows (11,175 − 140 = 11,035 in all) and
+        // the lead's name, and the one rejection.
+        let without: Vec<GroupMember> = members
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 140)
+            .map(|(_, m)| *m)
+            .collect();
+        assert_eq!(
+            catalog.commit_group(&without, &files).await.unwrap(),
+            GroupCommitOutcome::Committed
+        );
+        let grouped: Vec<BatchRecord> = catalog
+            .batches()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|b| b.batch_id != "cli")
+            .collect();
+        assert_eq!(grouped.len(), 149);
+        assert_eq!(grouped.iter().map(|b| b.rows_landed).sum::<i64>(), 11_035);
+        for b in &grouped {
+            let i: i64 = b.batch_id[1..].parse().unwrap();
+            assert_eq!(
+                (
+                    b.rows_landed,
+                    b.records_rejected,
+                    b.committed_with.as_deref()
+                ),
+                (i, i64::from(i == 100), Some("m000")),
+                "{}",
+                b.batch_id
+            );
+        }
+        let quarantine = catalog.quarantine().await.unwrap();
+        assert_eq!(
+            quarantine
+                .iter()
+                .map(|q| (q.batch_id.as_str(), q.rejection.line))
+                .collect::<Vec<_>>(),
+            [("m100", 7)]
+        );
+
+        // 120 arrival-stamped retries (240 identities, 15 statements' worth), one of which
+        // another writer committed in its window, started at another time: no unique index
+        // stops it, the look inside the transaction does.
+        let retries: Vec<NewBatch> = (0..120)
+            .map(|i| NewBatch {
+                source: "dcgm".into(),
+                ..batch(
+                    &format!("r{i:03}"),
+                    &retry_hash(&format!("{i:0>64}"), 5_000),
+                    None,
+                )
+            })
+            .collect();
+        let in_window = CommitOptions {
+            retry_since: Some(4_000),
+            ..CommitOptions::default()
+        };
+        catalog
+            .commit_batch(
+                &NewBatch {
+                    source: "dcgm".into(),
+                    ..batch(
+                        "other-writer",
+                        &retry_hash(&format!("{:0>64}", 110), 4_500),
+                        None,
+                    )
+                },
+                &[],
+                &[],
+            )
+            .await
+            .unwrap();
+        let members: Vec<GroupMember> = retries
+            .iter()
+            .map(|b| group_member(b, 1, &[], &in_window))
+            .collect();
+        assert_eq!(
+            catalog.commit_group(&members, &[]).await.unwrap(),
+            GroupCommitOutcome::Raced
+        );
+        assert_eq!(catalog.batches().await.unwrap().len(), 151);
+        assert_eq!(
+            catalog.commit_group(&members[..110], &[]).await.unwrap(),
+            GroupCommitOutcome::Committed
+        );
+        assert_eq!(catalog.batches().await.unwrap().len(), 261);
+    })
+    .await;
 }
