@@ -38,6 +38,7 @@
 
 use std::io::BufRead;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use gpuledger_lake::tables::Table;
 
@@ -54,7 +55,7 @@ pub(crate) mod tests;
 use lexer::{ScannedLabels, for_each_line, skip_blanks, trim_blanks, value_and_timestamp};
 use readings::{check_reading, is_blank};
 use rows::{Duplicate, ExtraRows, WideRows};
-use series::{CLUSTER_FALLBACK, Metric, MetricTable, SeriesTable};
+use series::{CLUSTER_FALLBACK, LearnedSeries, Metric, MetricTable, SeriesContext, SeriesTable};
 
 /// What one input yielded.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -115,7 +116,7 @@ impl<'c> SampleFeed<'c> {
             pairs: labels.to_vec(),
             abbreviated: false,
         };
-        let series = parser.series.resolve(scanned, b"");
+        let series = parser.series.resolve(scanned, Arc::from(&b""[..]));
         let metric_id = parser.metrics.resolve(metric.as_bytes());
         for (value, ts) in samples {
             let landed = match &series {
@@ -196,10 +197,18 @@ struct Parser<'c> {
 
 impl<'c> Parser<'c> {
     fn new(ctx: &'c ParseContext) -> Self {
-        let cluster = ctx
-            .cluster
-            .clone()
-            .unwrap_or_else(|| CLUSTER_FALLBACK.to_owned());
+        Self::learning(ctx, LearnedSeries::shared())
+    }
+
+    /// A parser that resolves label sets through `learned`.
+    fn learning(ctx: &'c ParseContext, learned: Arc<LearnedSeries>) -> Self {
+        let context = SeriesContext {
+            default_cluster: ctx
+                .cluster
+                .clone()
+                .unwrap_or_else(|| CLUSTER_FALLBACK.to_owned()),
+            target_labels: ctx.labels.clone(),
+        };
         Self {
             ctx,
             at: ctx.at.timestamp_micros(),
@@ -208,7 +217,7 @@ impl<'c> Parser<'c> {
             stats: DcgmStats::default(),
             seen_sample_line: false,
             metrics: MetricTable::default(),
-            series: SeriesTable::new(cluster, ctx.labels.clone()),
+            series: SeriesTable::new(context, learned),
             wide: WideRows::new(),
             extra: ExtraRows::default(),
         }

@@ -5,6 +5,8 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
+use std::ops::Deref;
+use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 use gpuledger_lake::tables::{DCGM_FIELDS, GPU_IDENTITY_COLUMNS, Table};
 
@@ -117,8 +119,13 @@ fn wide_column(name: &str) -> Option<usize> {
     known(name).or_else(|| name.strip_suffix("_total").and_then(known))
 }
 
-/// One series (label set without the metric name) and what it lands as.
-pub(super) struct Series {
+/// What a label set (without the metric name) lands as. It depends only on the labels and the
+/// parse context (`SeriesContext`), so every input read in one context shares it
+/// (`LearnedSeries`).
+pub(super) struct SeriesLabels {
+    /// The labels, sorted by name, without empty values: the same labels written another way
+    /// (in another order, with blanks) are one series.
+    labels: Arc<[(String, String)]>,
     /// Identity column values, in `GPU_IDENTITY_COLUMNS` order.
     pub(super) identity: [Option<String>; GPU_IDENTITY_COLUMNS.len()],
     pub(super) gpu_index: Option<i32>,
@@ -129,6 +136,11 @@ pub(super) struct Series {
     pub(super) extra_labels: Option<String>,
     /// Only series of a GPU (or MIG instance, vGPU) pivot into `gpu_samples`.
     pub(super) is_gpu: bool,
+}
+
+/// One series of an input: what its labels land as, and where its rows are.
+pub(super) struct Series {
+    labels: Arc<SeriesLabels>,
     /// The series whose wide rows this one fills: the first one met with the same columns and
     /// labels JSON (`Hostname` and `hostname`, or a `device` label more or less, are one row).
     pub(super) row_series: usize,
@@ -136,23 +148,27 @@ pub(super) struct Series {
     /// usually come together, and this spares the hash lookup.
     pub(super) open_row: Option<(i64, usize)>,
     /// The label text the series was first met with.
-    seen_as: Box<[u8]>,
+    seen_as: Arc<[u8]>,
     /// The series met right after this one, last time: the guess for the next line.
     successor: Option<usize>,
 }
 
-impl Series {
+impl Deref for Series {
+    type Target = SeriesLabels;
+
+    fn deref(&self) -> &SeriesLabels {
+        &self.labels
+    }
+}
+
+impl SeriesLabels {
     /// `labels` are sorted by name, without empty values.
-    pub(super) fn new(
-        labels: &[(String, String)],
-        default_cluster: &str,
-        seen_as: &[u8],
-    ) -> Result<Self, LineError> {
+    fn new(labels: Vec<(String, String)>, default_cluster: &str) -> Result<Self, LineError> {
         let mut identity: [Option<String>; GPU_IDENTITY_COLUMNS.len()] = Default::default();
         let (mut gpu_index, mut mig_instance) = (None, None);
         let mut wide_labels = BTreeMap::new();
         let mut extra_labels = BTreeMap::new();
-        for (name, value) in labels {
+        for (name, value) in &labels {
             if name == DEVICE_LABEL {
                 continue;
             }
@@ -182,18 +198,97 @@ impl Series {
         }
         identity[identity_position("cluster")].get_or_insert_with(|| default_cluster.to_owned());
         let is_gpu = gpu_index.is_some() || identity[identity_position("gpu_uuid")].is_some();
+        let (wide_labels, extra_labels) = (labels_json(&wide_labels), labels_json(&extra_labels));
         Ok(Self {
+            labels: labels.into(),
             identity,
             gpu_index,
             mig_instance,
-            wide_labels: labels_json(&wide_labels),
-            extra_labels: labels_json(&extra_labels),
+            wide_labels,
+            extra_labels,
             is_gpu,
-            row_series: usize::MAX,
-            open_row: None,
-            seen_as: seen_as.into(),
-            successor: None,
         })
+    }
+
+    /// Whether `other` fills the same wide rows: the same identity columns and labels JSON.
+    fn fills_rows_of(&self, other: &SeriesLabels) -> bool {
+        self.identity == other.identity && self.wide_labels == other.wide_labels
+    }
+}
+
+/// What a label set is read relative to: the cluster of series without a `cluster` label, and
+/// the labels every series gets unless it has them (`ParseContext::cluster`, `labels`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct SeriesContext {
+    pub(super) default_cluster: String,
+    pub(super) target_labels: Vec<(String, String)>,
+}
+
+/// Label sets resolved by earlier inputs of this process, by context and label text. A service
+/// lands the same exporters' label sets every scrape; resolving one (its labels parsed, sorted,
+/// mapped to columns, its labels JSON written) costs more than the rest of its lines, so each is
+/// resolved once, not once per scrape. A label text resolves to the same labels in every input
+/// of one context, so sharing them cannot change what lands. Bounded: past `max` label texts it
+/// starts again, empty.
+pub(super) struct LearnedSeries {
+    max: usize,
+    maps: RwLock<LearnedMaps>,
+}
+
+#[derive(Default)]
+struct LearnedMaps {
+    by_context: foldhash::HashMap<SeriesContext, foldhash::HashMap<Arc<[u8]>, Arc<SeriesLabels>>>,
+    texts: usize,
+}
+
+impl LearnedSeries {
+    /// Label texts the process keeps: a fleet of several thousand GPUs' label sets, ~1 KB each.
+    const MAX_TEXTS: usize = 32 << 10;
+
+    pub(super) fn new(max: usize) -> Self {
+        Self {
+            max,
+            maps: RwLock::default(),
+        }
+    }
+
+    /// The one every parser of the process shares.
+    pub(super) fn shared() -> Arc<Self> {
+        static SHARED: LazyLock<Arc<LearnedSeries>> =
+            LazyLock::new(|| Arc::new(LearnedSeries::new(LearnedSeries::MAX_TEXTS)));
+        Arc::clone(&SHARED)
+    }
+
+    /// The label text as kept, and what it resolved to in `context`.
+    fn get(&self, context: &SeriesContext, text: &[u8]) -> Option<(Arc<[u8]>, Arc<SeriesLabels>)> {
+        // A panic elsewhere cannot leave the maps half-changed: an insert is one call.
+        let maps = self.maps.read().unwrap_or_else(PoisonError::into_inner);
+        let (text, labels) = maps.by_context.get(context)?.get_key_value(text)?;
+        Some((Arc::clone(text), Arc::clone(labels)))
+    }
+
+    fn insert(&self, context: &SeriesContext, text: Arc<[u8]>, labels: Arc<SeriesLabels>) {
+        let mut guard = self.maps.write().unwrap_or_else(PoisonError::into_inner);
+        let maps = &mut *guard;
+        if maps.texts >= self.max {
+            *maps = LearnedMaps::default();
+        }
+        if !maps.by_context.contains_key(context) {
+            maps.by_context.insert(context.clone(), Default::default());
+        }
+        let texts = maps.by_context.get_mut(context).expect("inserted above");
+        if texts.insert(text, labels).is_none() {
+            maps.texts += 1;
+        }
+    }
+
+    /// Label texts kept now.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.maps
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .texts
     }
 }
 
@@ -220,8 +315,8 @@ fn labels_json(labels: &BTreeMap<&str, &str>) -> Option<String> {
 /// The label sets of one input: by raw text (the hot path) and by content (so that the same labels
 /// written differently are one series).
 pub(super) struct SeriesTable {
-    by_text: foldhash::HashMap<Box<[u8]>, Result<usize, LineError>>,
-    by_labels: foldhash::HashMap<Vec<(String, String)>, usize>,
+    by_text: foldhash::HashMap<Arc<[u8]>, Result<usize, LineError>>,
+    by_labels: foldhash::HashMap<Arc<[(String, String)]>, usize>,
     /// The row series by a hash of its identity columns and labels JSON (a series whose hash
     /// collides with another's, which a hash of this width makes a theoretical case, fills rows
     /// of its own).
@@ -230,23 +325,23 @@ pub(super) struct SeriesTable {
     /// Per series, its (group, position) in the order of wide rows (see `rank`); valid for the
     /// first `ranks.len()` series.
     pub(super) ranks: Vec<(u32, u32)>,
-    default_cluster: String,
-    /// Labels every series gets unless it has them (`ParseContext::labels`).
-    target_labels: Vec<(String, String)>,
+    context: SeriesContext,
+    /// Label texts resolved by earlier inputs.
+    learned: Arc<LearnedSeries>,
     /// The series of the latest sample line.
     previous: Option<usize>,
 }
 
 impl SeriesTable {
-    pub(super) fn new(default_cluster: String, target_labels: Vec<(String, String)>) -> Self {
+    pub(super) fn new(context: SeriesContext, learned: Arc<LearnedSeries>) -> Self {
         Self {
             by_text: Default::default(),
             by_labels: Default::default(),
             by_row: Default::default(),
             list: Vec::new(),
             ranks: Vec::new(),
-            default_cluster,
-            target_labels,
+            context,
+            learned,
             previous: None,
         }
     }
@@ -256,11 +351,12 @@ impl SeriesTable {
     ///
     /// Fast path: the text up to the last `}` of the line (searched from the end: only the value
     /// and timestamp follow the block) is looked up as is. A hit is the text of a complete block
-    /// parsed before, so the block ends right there; anything else (an exemplar's braces after the
-    /// value, say) misses and takes the full parse.
+    /// parsed before (in this input, or in an earlier one: `LearnedSeries`), so the block ends
+    /// right there; anything else (an exemplar's braces after the value, say) misses and takes
+    /// the full parse.
     pub(super) fn lookup<'a>(&mut self, block: &'a [u8]) -> Result<(usize, &'a [u8]), LineError> {
         if let Some(end) = memchr::memrchr(b'}', block)
-            && let Some(known) = self.known(&block[..end])
+            && let Some(known) = self.known_or_learned(&block[..end])
         {
             return known.map(|series| (series, &block[end + 1..]));
         }
@@ -271,8 +367,18 @@ impl SeriesTable {
 
     /// The series of a sample written without `{...}`.
     pub(super) fn unlabelled(&mut self) -> Result<usize, LineError> {
-        self.known(b"")
+        self.known_or_learned(b"")
             .unwrap_or_else(|| self.learn(b"", ScannedLabels::default()))
+    }
+
+    /// What a label text resolved to before: in this input, or in an earlier one.
+    fn known_or_learned(&mut self, text: &[u8]) -> Option<Result<usize, LineError>> {
+        if let Some(known) = self.known(text) {
+            return Some(known);
+        }
+        let (text, labels) = self.learned.get(&self.context, text)?;
+        let series = self.register(labels, Arc::clone(&text));
+        Some(self.remember(text, Ok(series)))
     }
 
     /// What a label text met before resolved to. The predicted series is checked first: exporters
@@ -293,10 +399,28 @@ impl SeriesTable {
         Some(found)
     }
 
-    /// Resolves a label text met for the first time and remembers it.
+    /// Resolves a label text met for the first time and remembers it, for later inputs too
+    /// (unless it is abbreviated: what `...` stands for depends on the input).
     fn learn(&mut self, text: &[u8], labels: ScannedLabels) -> Result<usize, LineError> {
-        let resolved = self.resolve(labels, text);
-        self.by_text.insert(text.into(), resolved.clone());
+        let text: Arc<[u8]> = text.into();
+        let abbreviated = labels.abbreviated;
+        let resolved = self.resolve(labels, Arc::clone(&text));
+        if let Ok(series) = resolved
+            && !abbreviated
+        {
+            let labels = Arc::clone(&self.list[series].labels);
+            self.learned
+                .insert(&self.context, Arc::clone(&text), labels);
+        }
+        self.remember(text, resolved)
+    }
+
+    fn remember(
+        &mut self,
+        text: Arc<[u8]>,
+        resolved: Result<usize, LineError>,
+    ) -> Result<usize, LineError> {
+        self.by_text.insert(text, resolved.clone());
         if let Ok(series) = resolved {
             self.follow(series);
         }
@@ -309,10 +433,11 @@ impl SeriesTable {
         }
     }
 
+    /// The series of a label set first met as `text`.
     pub(super) fn resolve(
         &mut self,
         scanned: ScannedLabels,
-        text: &[u8],
+        text: Arc<[u8]>,
     ) -> Result<usize, LineError> {
         let mut labels = scanned.pairs;
         labels.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -325,6 +450,7 @@ impl SeriesTable {
         // Prometheus semantics: a label with an empty value is no label.
         labels.retain(|(name, value)| !value.is_empty() && name != "__name__");
         let missing: Vec<_> = self
+            .context
             .target_labels
             .iter()
             .filter(|(name, _)| labels.binary_search_by(|(n, _)| n.cmp(name)).is_err())
@@ -337,30 +463,41 @@ impl SeriesTable {
         if scanned.abbreviated {
             return self.expand_abbreviation(&labels);
         }
-        if let Some(&series) = self.by_labels.get(&labels) {
+        if let Some(&series) = self.by_labels.get(labels.as_slice()) {
             return Ok(series);
         }
-        let mut series = Series::new(&labels, &self.default_cluster, text)?;
+        let labels = SeriesLabels::new(labels, &self.context.default_cluster)?;
+        Ok(self.register(Arc::new(labels), text))
+    }
+
+    /// The series of `labels` in this input: the one met before with the same labels, or a new
+    /// one, which fills the wide rows of the first series with the same columns.
+    fn register(&mut self, labels: Arc<SeriesLabels>, seen_as: Arc<[u8]>) -> usize {
+        if let Some(&series) = self.by_labels.get(&*labels.labels) {
+            return series;
+        }
         let id = self.list.len();
-        let fills = |other: &Series| {
-            other.identity == series.identity && other.wide_labels == series.wide_labels
-        };
         let hash = self
             .by_row
             .hasher()
-            .hash_one((&series.identity, &series.wide_labels));
+            .hash_one((&labels.identity, &labels.wide_labels));
         let row_series = match self.by_row.get(&hash) {
-            Some(&first) if fills(&self.list[first]) => first,
+            Some(&first) if self.list[first].fills_rows_of(&labels) => first,
             Some(_) => id,
             None => {
                 self.by_row.insert(hash, id);
                 id
             }
         };
-        series.row_series = row_series;
-        self.list.push(series);
-        self.by_labels.insert(labels, id);
-        Ok(id)
+        self.by_labels.insert(Arc::clone(&labels.labels), id);
+        self.list.push(Series {
+            labels,
+            row_series,
+            open_row: None,
+            seen_as,
+            successor: None,
+        });
+        id
     }
 
     /// Ranks the series in the order of `gpu_samples` rows: the table's sort columns before `ts`

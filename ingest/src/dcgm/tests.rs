@@ -1620,3 +1620,133 @@ fn impossible_readings_are_rejected_with_their_field() {
         (2, 8, 1)
     );
 }
+
+// ---- label sets learned across inputs ----
+
+/// `run_with`, resolving label sets through `learned` rather than the process's.
+fn run_learning(
+    text: &str,
+    ctx: &ParseContext,
+    learned: &Arc<LearnedSeries>,
+) -> (CollectSink, DcgmStats) {
+    let mut parser = Parser::learning(ctx, Arc::clone(learned));
+    let mut sink = CollectSink::default();
+    for_each_line(&mut text.as_bytes(), &ctx.origin, |line| {
+        parser.line(line, &mut sink)
+    })
+    .expect("reads");
+    let stats = parser.finish(&mut sink).expect("parses");
+    (sink, stats)
+}
+
+/// What an input lands as, with every label set resolved afresh (nothing learned before).
+fn run_afresh(text: &str, ctx: &ParseContext) -> (CollectSink, DcgmStats) {
+    run_learning(text, ctx, &Arc::new(LearnedSeries::new(1 << 10)))
+}
+
+fn landed(sink: &CollectSink) -> (Vec<(Table, RecordBatch)>, Vec<(u64, &str, &str)>) {
+    (sink.batches.clone(), sink.rejected())
+}
+
+/// A service resolves each label text once, and later inputs land exactly what they would have
+/// landed with nothing learned: in the same context, in another (another default cluster, other
+/// target labels), and past the bound, where it starts again.
+#[test]
+fn label_sets_learned_by_one_input_serve_the_next_without_changing_what_lands() {
+    let learned = Arc::new(LearnedSeries::new(1 << 10));
+    let mut other = fleet_context();
+    other.cluster = Some("other".into());
+    other.labels = vec![("namespace".into(), "team-a".into())];
+    for text in [three_scrapes(), fleet_scrape_grouped()] {
+        let texts: BTreeSet<&str> = text
+            .lines()
+            .filter_map(|line| Some(line.split_once('{')?.1.rsplit_once('}')?.0))
+            .collect();
+        let before = learned.len();
+        let (first, first_stats) = run_learning(&text, &fleet_context(), &learned);
+        assert_eq!(learned.len(), before + texts.len());
+        let (again, again_stats) = run_learning(&text, &fleet_context(), &learned);
+        assert_eq!(learned.len(), before + texts.len(), "nothing new to learn");
+        let (afresh, afresh_stats) = run_afresh(&text, &fleet_context());
+        assert_eq!(landed(&again), landed(&afresh));
+        assert_eq!(landed(&first), landed(&afresh));
+        assert_eq!((first_stats, again_stats), (afresh_stats, afresh_stats));
+
+        // Another context learns the same texts anew, and lands what it would alone.
+        let (elsewhere, _) = run_learning(&text, &other, &learned);
+        assert_eq!(learned.len(), before + 2 * texts.len());
+        assert_eq!(landed(&elsewhere), landed(&run_afresh(&text, &other).0));
+        // The target label fills in the namespace of every series that lacks one.
+        let namespaces = strings(&elsewhere.table(Table::GpuSamples), "namespace");
+        assert!(namespaces.contains(&Some("team-a".into())));
+        assert!(!namespaces.contains(&None));
+    }
+    // The fleet carries a cluster label on some series only: those without take the context's.
+    let rows = run_learning(&fleet_scrape_grouped(), &other, &learned)
+        .0
+        .table(Table::GpuSamples);
+    assert!(strings(&rows, "cluster").contains(&Some("other".into())));
+
+    // Bounded: four texts at most, so the fleet's label sets keep starting again; what lands
+    // does not change.
+    let small = Arc::new(LearnedSeries::new(4));
+    for _ in 0..3 {
+        let (sink, _) = run_learning(&fleet_scrape_grouped(), &fleet_context(), &small);
+        assert!(small.len() <= 4);
+        assert_eq!(
+            landed(&sink),
+            landed(&run_afresh(&fleet_scrape_grouped(), &fleet_context()).0)
+        );
+    }
+}
+
+/// What `...` stands for depends on the series met before it in the same input, so an
+/// abbreviated label set is never learned for the next; nor are the label sets of remote-write,
+/// which have no text (an unlabelled text line must not take a remote-write series' labels).
+#[test]
+fn abbreviated_and_textless_label_sets_are_not_learned_for_later_inputs() {
+    let learned = Arc::new(LearnedSeries::new(1 << 10));
+    let full = format!(
+        "DCGM_FI_DEV_SM_CLOCK{{{GPU0}}} 210\n\
+         DCGM_FI_DEV_MEM_CLOCK{{gpu=\"0\",...}} 405\n"
+    );
+    let (sink, _) = run_learning(&full, &context(), &learned);
+    assert!(sink.rejected().is_empty());
+    assert_eq!(learned.len(), 1, "only the full label set");
+    let alone = "DCGM_FI_DEV_MEM_CLOCK{gpu=\"0\",...} 405\n";
+    let (sink, _) = run_learning(alone, &context(), &learned);
+    assert_eq!(
+        sink.rejected(),
+        [(
+            1,
+            "labels",
+            "abbreviated label set ('...') matches no series seen before it"
+        )]
+    );
+
+    let ctx = context();
+    let mut feed = SampleFeed {
+        parser: Parser::learning(&ctx, Arc::clone(&learned)),
+    };
+    let labels = [
+        ("gpu".to_string(), "3".to_string()),
+        ("UUID".into(), "GPU-rw".into()),
+    ];
+    let mut sink = CollectSink::default();
+    feed.push_series(
+        1,
+        "DCGM_FI_DEV_GPU_TEMP",
+        &labels,
+        [(40.0, 1_000)],
+        &mut sink,
+    )
+    .unwrap();
+    feed.finish(&mut sink).unwrap();
+    assert_eq!(learned.len(), 1, "remote-write learns nothing");
+    let (sink, _) = run_learning("DCGM_FI_DEV_GPU_TEMP 41 1000\n", &ctx, &learned);
+    assert_eq!(learned.len(), 2, "the unlabelled text");
+    // No GPU label: the reading goes long, without a GPU.
+    assert_eq!(sink.table(Table::GpuSamples).num_rows(), 0);
+    let extra = sink.table(Table::GpuSamplesExtra);
+    assert_eq!(strings(&extra, "gpu_uuid"), [None]);
+}
