@@ -380,3 +380,58 @@ fn half_sent_requests_are_cut_off_and_health_still_answers() {
         .count();
     assert_eq!(closed, 500);
 }
+
+/// A client that stops sending its body is answered 408 after `--body-timeout`, whether its body
+/// is small enough to be read whole before parsing (a scrape), streams to the parser (a large
+/// declared length), or has no declared length (chunked); nothing lands, and the service goes on.
+#[test]
+fn a_body_that_stops_arriving_is_answered_408_whatever_its_size() {
+    let ledger = ledgers().remove(0);
+    let collector = ledger.token("ingest", None);
+    let server = ledger.serve(&["--body-timeout", "1s"]);
+    let address = server.base.trim_start_matches("http://").to_string();
+    let half = &SCRAPE.as_bytes()[..SCRAPE.len() / 2];
+    for (case, framing, sent) in [
+        (
+            "small",
+            format!("Content-Length: {}\r\n", SCRAPE.len()),
+            half.to_vec(),
+        ),
+        (
+            "large",
+            "Content-Length: 200000\r\n".to_string(),
+            half.to_vec(),
+        ),
+        ("chunked", "Transfer-Encoding: chunked\r\n".to_string(), {
+            let mut chunk = format!("{:x}\r\n", half.len()).into_bytes();
+            chunk.extend_from_slice(half);
+            chunk.extend_from_slice(b"\r\n");
+            chunk
+        }),
+    ] {
+        let mut stream = std::net::TcpStream::connect(&address).unwrap();
+        let head = format!(
+            "POST /v1/ingest/dcgm?cluster=c HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {collector}\r\n{framing}\r\n"
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(&sent).unwrap();
+        let started = Instant::now();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut answer = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !String::from_utf8_lossy(&answer).contains("\r\n\r\n") {
+            let n = stream.read(&mut buffer).expect("an answer before 20 s");
+            assert!(n > 0, "{case}: closed without an answer");
+            answer.extend_from_slice(&buffer[..n]);
+        }
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 408"), "{case}: {answer}");
+        assert!(started.elapsed() >= Duration::from_millis(900), "{case}");
+    }
+    assert_eq!(ingest_batches(&ledger), 0);
+    // The whole scrape still lands.
+    let landed = accepted(&server, "/v1/ingest/dcgm?cluster=c", &collector, SCRAPE);
+    assert_eq!(landed["rows"]["gpu_samples"], 1, "{landed}");
+}

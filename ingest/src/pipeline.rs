@@ -6,6 +6,9 @@
 //!        ─► channel ─► dedupe (known identities) ─► TableWriter (Parquet objects, invisible)
 //!        ─► Catalog::commit_batch (one transaction: files + quarantine + restatement)
 //! ```
+//! A small body already in memory ([`PARSED_INLINE`]) is parsed on the calling task instead, its
+//! batches held until it is done: a scrape parses in less time than the hand-offs to a blocking
+//! thread and back take.
 //! The content hash covers the source, the options that change the output and every input
 //! byte, so a re-sent input is recognised and lands nothing; its objects are removed again (a
 //! re-sent billing delivery that a later one had replaced becomes active again instead).
@@ -175,6 +178,13 @@ impl FromStr for Source {
             })
     }
 }
+
+/// Inputs in memory up to this size, and neither gzip nor remote-write (snappy: many times its
+/// size once decompressed), are parsed on the calling task: a few hundred lines, a fraction of a
+/// millisecond. Larger ones go to a blocking thread and stream.
+pub const PARSED_INLINE: usize = 64 << 10;
+
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// Where the bytes come from.
 pub enum Input {
@@ -447,6 +457,9 @@ pub async fn ingest(
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
     let origin = input.origin();
+    let inline = options.source != Source::RemoteWrite
+        && matches!(&input, Input::Bytes { bytes, .. }
+            if bytes.len() <= PARSED_INLINE && !bytes.starts_with(&GZIP_MAGIC));
     // Read buffers fit the input: a small request body does not take (and free) megabytes.
     let buffer = input.size().map_or(MAX_READ_BUFFER, |size| {
         usize::try_from(size)
@@ -463,52 +476,67 @@ pub async fn ingest(
     );
     let raw_hasher = reader.hasher.clone();
 
-    let (sender, mut receiver) = mpsc::channel::<(Table, RecordBatch)>(4);
     let source = options.source;
     let mut context = options.context.clone();
     let strict = options.strict;
     let limits = options.limits;
     context.limits = limits;
-    let parser =
-        tokio::task::spawn_blocking(move || -> Result<(Parsed, Kept, [u8; 32]), IngestError> {
-            let breach = Arc::new(std::sync::Mutex::new(None));
-            let bounded = Bounded::new(
-                decode(reader, &context.origin, buffer)?,
-                limits,
-                source == Source::RemoteWrite,
-                Arc::clone(&breach),
-            );
-            let mut input = HashedInput::new(bounded, buffer, InputHasher::new(algorithm));
-            let mut sink = ChannelSink {
-                sender,
-                kept: Kept::default(),
-                max_kept: limits.max_rejections_kept,
-                strict,
-                origin: context.origin.clone(),
-            };
-            let parsed = source
-                .parse(&mut input, &context, &mut sink)
-                .and_then(|parsed| {
-                    // What a parser left unread (after `# EOF`, …) is part of the content too.
-                    std::io::copy(&mut input, &mut std::io::sink()).map_err(|source| {
-                        IngestError::Read {
-                            origin: context.origin.clone(),
-                            source,
-                        }
-                    })?;
-                    Ok(parsed)
-                });
-            // A limit passed is the error, whatever the parser made of the read failing.
-            if let Some(breach) = breach.lock().expect("breach").take() {
-                return Err(breach.into_error(&context.origin));
-            }
-            let parsed = parsed?;
-            let content = input.finish().map_err(|source| IngestError::Read {
-                origin: context.origin.clone(),
-                source,
-            })?;
-            Ok((parsed, sink.kept, content))
-        });
+    let parse = move |deliver: Deliver| -> Result<ParserOutput, IngestError> {
+        let breach = Arc::new(std::sync::Mutex::new(None));
+        let bounded = Bounded::new(
+            decode(reader, &context.origin, buffer)?,
+            limits,
+            source == Source::RemoteWrite,
+            Arc::clone(&breach),
+        );
+        let mut input = HashedInput::new(bounded, buffer, InputHasher::new(algorithm));
+        let mut sink = ParserSink {
+            deliver,
+            kept: Kept::default(),
+            max_kept: limits.max_rejections_kept,
+            strict,
+            origin: context.origin.clone(),
+        };
+        let parsed = source
+            .parse(&mut input, &context, &mut sink)
+            .and_then(|parsed| {
+                // What a parser left unread (after `# EOF`, …) is part of the content too.
+                std::io::copy(&mut input, &mut std::io::sink()).map_err(|source| {
+                    IngestError::Read {
+                        origin: context.origin.clone(),
+                        source,
+                    }
+                })?;
+                Ok(parsed)
+            });
+        // A limit passed is the error, whatever the parser made of the read failing.
+        if let Some(breach) = breach.lock().expect("breach").take() {
+            return Err(breach.into_error(&context.origin));
+        }
+        let parsed = parsed?;
+        let content = input.finish().map_err(|source| IngestError::Read {
+            origin: context.origin.clone(),
+            source,
+        })?;
+        // The sender is dropped here, which tells the writer the batches ended.
+        let held = match sink.deliver {
+            Deliver::Held(batches) => batches,
+            Deliver::Channel(_) => Vec::new(),
+        };
+        Ok((parsed, sink.kept, content, held))
+    };
+    let (mut batches, parser) = if inline {
+        let mut parsed = parse(Deliver::Held(Vec::new()));
+        let held = match &mut parsed {
+            Ok((.., held)) => std::mem::take(held),
+            Err(_) => Vec::new(),
+        };
+        (Batches::Held(held.into_iter()), Parser::Done(parsed))
+    } else {
+        let (sender, receiver) = mpsc::channel(4);
+        let parser = tokio::task::spawn_blocking(move || parse(Deliver::Channel(sender)));
+        (Batches::Channel(receiver), Parser::Thread(parser))
+    };
 
     let mut writer = TableWriter::new(Arc::clone(lake.store()), batch_id.clone());
     let mut files: Vec<WrittenFile> = Vec::new();
@@ -520,7 +548,7 @@ pub async fn ingest(
         .group
         .as_ref()
         .map(|group| group.hold(limits.batch_rows));
-    while let Some((table, batch)) = receiver.recv().await {
+    while let Some((table, batch)) = batches.next().await {
         let result = async {
             if let Some(team) = &options.only_team {
                 only_team(table, &batch, team, &origin)?;
@@ -558,10 +586,13 @@ pub async fn ingest(
             break;
         }
     }
-    drop(receiver);
-    let parsed = parser
-        .await
-        .map_err(|e| IngestError::Pipeline(e.to_string()))?;
+    drop(batches);
+    let parsed = match parser {
+        Parser::Thread(parser) => parser
+            .await
+            .map_err(|e| IngestError::Pipeline(e.to_string()))?,
+        Parser::Done(parsed) => parsed,
+    };
     let (
         Parsed {
             records: records_read,
@@ -575,6 +606,7 @@ pub async fn ingest(
             rejected: records_rejected,
         },
         content,
+        _,
     ) = match (write_error, parsed) {
         (Some(error), _) | (None, Err(error)) => {
             gpuledger_lake::retirement::discard(lake, &files).await;
@@ -839,7 +871,7 @@ fn decode(
         origin: origin.into(),
         source,
     })?;
-    if head.starts_with(&[0x1f, 0x8b]) {
+    if head.starts_with(&GZIP_MAGIC) {
         Ok(Box::new(BufReader::with_capacity(
             MAX_READ_BUFFER,
             flate2::bufread::MultiGzDecoder::new(buffered),
@@ -892,24 +924,61 @@ struct Kept {
     rejected: u64,
 }
 
-/// Sends batches to the async writer; keeps the first rejections and counts the rest (or stops
-/// at the first one when strict).
-struct ChannelSink {
-    sender: mpsc::Sender<(Table, RecordBatch)>,
+/// Where a parser's batches go: to the writer as they come (a parser on a blocking thread), or
+/// held until the parser is done (a small input parsed on the calling task).
+enum Deliver {
+    Channel(mpsc::Sender<(Table, RecordBatch)>),
+    Held(Vec<(Table, RecordBatch)>),
+}
+
+/// The batches the writer takes, as the parser delivers them.
+enum Batches {
+    Channel(mpsc::Receiver<(Table, RecordBatch)>),
+    Held(std::vec::IntoIter<(Table, RecordBatch)>),
+}
+
+impl Batches {
+    async fn next(&mut self) -> Option<(Table, RecordBatch)> {
+        match self {
+            Batches::Channel(receiver) => receiver.recv().await,
+            Batches::Held(batches) => batches.next(),
+        }
+    }
+}
+
+/// What a parser read, rejected and hashed, and the batches it held (see [`Deliver`]).
+type ParserOutput = (Parsed, Kept, [u8; 32], Vec<(Table, RecordBatch)>);
+
+/// The parser: on a blocking thread, or done already.
+enum Parser {
+    Thread(tokio::task::JoinHandle<Result<ParserOutput, IngestError>>),
+    Done(Result<ParserOutput, IngestError>),
+}
+
+/// Delivers batches to the writer; keeps the first rejections and counts the rest (or stops at
+/// the first one when strict).
+struct ParserSink {
+    deliver: Deliver,
     kept: Kept,
     max_kept: usize,
     strict: bool,
     origin: String,
 }
 
-impl Sink for ChannelSink {
+impl Sink for ParserSink {
     fn accept(&mut self, table: Table, batch: RecordBatch) -> Result<(), IngestError> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        self.sender
-            .blocking_send((table, batch))
-            .map_err(|_| IngestError::Pipeline("the Parquet writer stopped".into()))
+        match &mut self.deliver {
+            Deliver::Channel(sender) => sender
+                .blocking_send((table, batch))
+                .map_err(|_| IngestError::Pipeline("the Parquet writer stopped".into())),
+            Deliver::Held(batches) => {
+                batches.push((table, batch));
+                Ok(())
+            }
+        }
     }
 
     fn reject(&mut self, rejection: Rejection) -> Result<(), IngestError> {

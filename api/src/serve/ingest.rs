@@ -1,7 +1,8 @@
 //! Ingest over HTTP: `POST /v1/ingest/{source}` takes the CLI's formats, and `POST /v1/prom/write`
 //! takes Prometheus remote-write. Both run the CLI's pipeline (exactly once by content hash,
-//! quarantine, strict) on the body as it streams in, and answer `202 Accepted` only once the
-//! batch is committed in the catalog.
+//! quarantine, strict) on the body as it streams in (a body of a small declared length, such as
+//! one scrape, is read whole first), and answer `202 Accepted` only once the batch is committed
+//! in the catalog.
 //!
 //! An `Idempotency-Key` header makes a retry safe: the first response to a key is kept in the
 //! catalog, and the same key again gets that response back (with `Idempotent-Replayed: true`)
@@ -19,8 +20,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use gpuledger_ingest::IngestError;
 use gpuledger_ingest::ParseContext;
-use gpuledger_ingest::pipeline::{IngestOptions, IngestReport, Input, Outcome, Source, ingest};
+use gpuledger_ingest::pipeline::{
+    IngestOptions, IngestReport, Input, Outcome, PARSED_INLINE, Source, ingest,
+};
 use gpuledger_lake::catalog::StoredResponse;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -355,26 +359,29 @@ async fn run(
     options.group = state.group_commit.clone();
     let cut_off = Arc::new(AtomicBool::new(false));
     let stalled = Arc::new(AtomicBool::new(false));
-    let input = Input::Reader {
-        origin: options.context.origin.clone(),
-        reader: Box::new(BodyReader::spawn(
-            body,
-            limit,
-            state.body_timeout,
-            Arc::clone(&cut_off),
-            Arc::clone(&stalled),
-        )),
-        size: declared,
+    let origin = options.context.origin.clone();
+    let input = match declared {
+        // Small enough to parse on this task once it is here (one scrape): read whole.
+        Some(length) if length <= PARSED_INLINE as u64 => Input::Bytes {
+            bytes: read_whole(body, length, state.body_timeout, &origin).await?,
+            origin,
+        },
+        _ => Input::Reader {
+            origin,
+            reader: Box::new(BodyReader::spawn(
+                body,
+                limit,
+                state.body_timeout,
+                Arc::clone(&cut_off),
+                Arc::clone(&stalled),
+            )),
+            size: declared,
+        },
     };
     let report = match ingest(&state.lake, input, options).await {
         Ok(report) => report,
         Err(_) if cut_off.load(Ordering::SeqCst) => return Err(too_large(limit)),
-        Err(_) if stalled.load(Ordering::SeqCst) => {
-            return Err(ApiError::RequestTimeout(format!(
-                "the body stopped arriving for {} (--body-timeout)",
-                humantime::format_duration(state.body_timeout)
-            )));
-        }
+        Err(_) if stalled.load(Ordering::SeqCst) => return Err(body_stalled(state.body_timeout)),
         Err(error) => return Err(error.into()),
     };
     state.metrics.observe_ingest(&report);
@@ -423,6 +430,46 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
             ))
         })?;
     Ok(Some(key.to_string()))
+}
+
+/// A body of a small declared `length`, read whole; the same errors as when it streams to the
+/// parser: 408 when no chunk came for `timeout`, a read error when the client broke it off.
+async fn read_whole(
+    body: Body,
+    length: u64,
+    timeout: std::time::Duration,
+    origin: &str,
+) -> Result<Bytes, ApiError> {
+    let mut bytes = Vec::with_capacity(length as usize);
+    let mut stream = body.into_data_stream();
+    loop {
+        match tokio::time::timeout(timeout, stream.next()).await {
+            // The connection ends the body at its declared length; should it not, the body
+            // still never grows past it here.
+            Ok(Some(Ok(chunk))) if (bytes.len() + chunk.len()) as u64 > length => {
+                return Err(ApiError::BadRequest(format!(
+                    "the body is longer than its Content-Length ({length} bytes)"
+                )));
+            }
+            Ok(Some(Ok(chunk))) => bytes.extend_from_slice(&chunk),
+            Ok(Some(Err(error))) => {
+                return Err(IngestError::Read {
+                    origin: origin.to_string(),
+                    source: std::io::Error::other(error),
+                }
+                .into());
+            }
+            Ok(None) => return Ok(Bytes::from(bytes)),
+            Err(_) => return Err(body_stalled(timeout)),
+        }
+    }
+}
+
+fn body_stalled(timeout: std::time::Duration) -> ApiError {
+    ApiError::RequestTimeout(format!(
+        "the body stopped arriving for {} (--body-timeout)",
+        humantime::format_duration(timeout)
+    ))
 }
 
 fn too_large(limit: u64) -> ApiError {

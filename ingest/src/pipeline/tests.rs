@@ -645,3 +645,106 @@ async fn an_input_landed_by_an_earlier_release_is_known_by_its_hash_of_then() {
         );
     }
 }
+
+/// A body small enough to parse on the calling task lands exactly what the same bytes land
+/// streamed through a blocking thread: rows, rejections, counts and identity (each is known as
+/// the other); a strict refusal, a line past its limit and another team's rows are the same
+/// errors.
+#[tokio::test]
+async fn a_small_body_parsed_inline_lands_what_it_would_streamed() {
+    let bad = format!(
+        "{SCRAPE}DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",UUID=\"GPU-1\",Hostname=\"n1\"}} ERROR 1790000000000\n"
+    );
+    assert!(bad.len() <= PARSED_INLINE);
+    let streamed = |text: &str| Input::Reader {
+        origin: "body".into(),
+        reader: Box::new(std::io::Cursor::new(text.as_bytes().to_vec())),
+        size: Some(text.len() as u64),
+    };
+    let (inline_dir, thread_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (inline_lake, thread_lake) = (lake(&inline_dir).await, lake(&thread_dir).await);
+    let inline = ingest(&inline_lake, bytes(bad.as_bytes()), options(Source::Dcgm))
+        .await
+        .unwrap();
+    let thread = ingest(&thread_lake, streamed(&bad), options(Source::Dcgm))
+        .await
+        .unwrap();
+    let account = |r: &IngestReport| {
+        (
+            r.outcome.clone(),
+            r.records_read,
+            r.rows.clone(),
+            r.rejections.clone(),
+            r.records_rejected,
+            r.files_written,
+        )
+    };
+    assert_eq!(account(&inline), account(&thread));
+    // Two readings of one GPU in one row; the third line's value is no number.
+    assert_eq!(
+        (
+            inline.records_read,
+            inline.rows.clone(),
+            inline.records_rejected
+        ),
+        (3, vec![(Table::GpuSamples, 1)], 1)
+    );
+    assert_eq!(inline.rejections[0].line, 3);
+    let rows = |lake: Lake| async move {
+        let files = lake.catalog().all_files().await.unwrap();
+        assert_eq!(files.len(), 1);
+        lake.read_file(&files[0].path).await.unwrap()
+    };
+    assert_eq!(
+        rows(inline_lake.clone()).await,
+        rows(thread_lake.clone()).await
+    );
+    // Each is known as the other.
+    let again = ingest(&inline_lake, streamed(&bad), options(Source::Dcgm))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.outcome,
+        Outcome::AlreadyIngested {
+            batch_id: inline.batch_id.clone()
+        }
+    );
+    let again = ingest(&thread_lake, bytes(bad.as_bytes()), options(Source::Dcgm))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.outcome,
+        Outcome::AlreadyIngested {
+            batch_id: thread.batch_id.clone()
+        }
+    );
+
+    // The same errors, and nothing landed for them.
+    let mut strict = options(Source::Dcgm);
+    strict.strict = true;
+    let mut short_lines = options(Source::Dcgm);
+    short_lines.limits.max_line = Some(Limit {
+        bytes: 40,
+        name: "--max-line-kb",
+    });
+    let mut team_b = options(Source::Events);
+    team_b.only_team = Some("b".into());
+    let events = r#"{"ts":"2026-11-02T00:00:00Z","event":"start","cluster":"c","node":"n1","namespace":"ml","workload":"w","pod":"w-0","gpus":1,"labels":{"team":"a"}}"#;
+    for (options, text) in [
+        (strict, bad.as_str()),
+        (short_lines, SCRAPE),
+        (team_b, events),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let lake = lake(&dir).await;
+        let inline = ingest(&lake, bytes(text.as_bytes()), options.clone()).await;
+        let thread = ingest(&lake, streamed(text), options).await;
+        let (inline, thread) = (inline.unwrap_err(), thread.unwrap_err());
+        assert_eq!(inline.to_string(), thread.to_string());
+        assert!(
+            lake.catalog().batches().await.unwrap().is_empty(),
+            "{inline}"
+        );
+        assert!(objects(&lake).await.is_empty(), "{inline}");
+    }
+}
