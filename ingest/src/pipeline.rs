@@ -103,6 +103,13 @@ impl Source {
         matches!(self, Source::Focus | Source::AwsCur | Source::AzureEa)
     }
 
+    /// Whether a small input of this source may be parsed on the calling task: text read line by
+    /// line, whose rows are at most its lines. Not FOCUS (a Parquet file of a few KiB can decode
+    /// to millions of rows) nor remote-write (snappy, many times its size decompressed).
+    fn parses_inline(self) -> bool {
+        matches!(self, Source::Dcgm | Source::Tokens | Source::Events)
+    }
+
     /// Runs this source's parser; records are what it read (for dcgm: sample lines).
     fn parse(
         self,
@@ -179,9 +186,9 @@ impl FromStr for Source {
     }
 }
 
-/// Inputs in memory up to this size, and neither gzip nor remote-write (snappy: many times its
-/// size once decompressed), are parsed on the calling task: a few hundred lines, a fraction of a
-/// millisecond. Larger ones go to a blocking thread and stream.
+/// Inputs in memory up to this size, of a source read as lines of text ([`Source::parses_inline`])
+/// and not gzip, are parsed on the calling task: a few hundred lines, a fraction of a
+/// millisecond, and at most as many rows. Others go to a blocking thread and stream.
 pub const PARSED_INLINE: usize = 64 << 10;
 
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -457,7 +464,7 @@ pub async fn ingest(
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
     let origin = input.origin();
-    let inline = options.source != Source::RemoteWrite
+    let inline = options.source.parses_inline()
         && matches!(&input, Input::Bytes { bytes, .. }
             if bytes.len() <= PARSED_INLINE && !bytes.starts_with(&GZIP_MAGIC));
     // Read buffers fit the input: a small request body does not take (and free) megabytes.
@@ -518,7 +525,7 @@ pub async fn ingest(
             origin: context.origin.clone(),
             source,
         })?;
-        // The sender is dropped here, which tells the writer the batches ended.
+        // A sender goes with the sink when this returns: the writer sees the batches end.
         let held = match sink.deliver {
             Deliver::Held(batches) => batches,
             Deliver::Channel(_) => Vec::new(),

@@ -627,18 +627,19 @@ impl Catalog {
     /// What committing each of `batches` would be if it is an input committed before (by any of
     /// its identities): the outcome it gets without files of its own. `None`: a new input. Group
     /// commit asks this before it writes a group's files, so that a repeated input adds no rows
-    /// to them. One lookup for all; only a repeat whose rows a later delivery replaced writes
-    /// (it is active again, as [`Catalog::commit_batch`] would make it).
+    /// to them. One lookup for all (its failure is the error); then each repeat whose rows a
+    /// later delivery replaced is made active again, as [`Catalog::commit_batch`] would, with its
+    /// own outcome or error.
     pub async fn recognise(
         &self,
         batches: &[(&NewBatch, &CommitOptions)],
-    ) -> Result<Vec<Option<CommitOutcome>>> {
+    ) -> Result<Vec<Result<Option<CommitOutcome>>>> {
         let earlier = self.earlier_deliveries(batches).await?;
         let mut outcomes = Vec::with_capacity(batches.len());
         for ((batch, _), existing) in batches.iter().zip(earlier) {
             outcomes.push(match existing {
-                Some(existing) => Some(self.redeliver(existing, batch, &[]).await?),
-                None => None,
+                Some(existing) => self.redeliver(existing, batch, &[]).await.map(Some),
+                None => Ok(None),
             });
         }
         Ok(outcomes)
@@ -1055,9 +1056,10 @@ fn batch_from_row(r: &sqlx::any::AnyRow) -> BatchRecord {
 const BATCH_COLUMNS: &str = "batch_id, source, origin, records_read, rows_landed, records_rejected, \
      rows_replaced, committed_at, committed_with";
 
-/// Arms of one compound SELECT, and batch rows of one INSERT. Few enough that a group's
-/// statements take a few shapes, each prepared once per connection, and that binding stays
-/// cheap: SQLite finds a `$n` parameter by a linear search, so binding n of them costs n².
+/// Arms of one compound SELECT, and batch rows of one INSERT. Few enough that binding stays
+/// cheap (SQLite finds a `$n` parameter by a linear search, so binding n of them costs n²), and
+/// that the statements of groups of like inputs take a few shapes, each prepared once per
+/// connection.
 const ARMS_PER_STATEMENT: usize = 16;
 const BATCH_ROWS_PER_STATEMENT: usize = 16;
 
@@ -1142,6 +1144,8 @@ async fn find_recognising(
         .collect();
     let mut found: Vec<Option<(i64, BatchRecord)>> = vec![None; batches.len()];
     for chunk in arms.chunks(ARMS_PER_STATEMENT) {
+        // Members are numbered from the chunk's first: like chunks are one statement.
+        let first = chunk[0].member;
         let mut sql = String::new();
         let mut binds: Vec<&str> = Vec::new();
         for arm in chunk {
@@ -1174,7 +1178,8 @@ async fn find_recognising(
             sql.push_str(&format!(
                 "SELECT CAST({} AS BIGINT) AS member, CAST({} AS BIGINT) AS arm_rank, {BATCH_COLUMNS} \
                  FROM ingest_batches WHERE {condition}",
-                arm.member, arm.rank
+                arm.member - first,
+                arm.rank
             ));
         }
         // Only numbers and placeholders are formatted into the statement; every value is bound.
@@ -1186,7 +1191,7 @@ async fn find_recognising(
             let member: i64 = row.try_get("member")?;
             let rank: i64 = row.try_get("arm_rank")?;
             let record = batch_from_row(&row);
-            let slot = &mut found[member as usize];
+            let slot = &mut found[first + member as usize];
             let better = match slot {
                 None => true,
                 Some((best_rank, best)) => {

@@ -228,10 +228,11 @@ pub(super) struct SeriesContext {
 /// lands the same exporters' label sets every scrape; resolving one (its labels parsed, sorted,
 /// mapped to columns, its labels JSON written) costs more than the rest of its lines, so each is
 /// resolved once, not once per scrape. A label text resolves to the same labels in every input
-/// of one context, so sharing them cannot change what lands. Bounded: past `max` label texts it
-/// starts again, empty.
+/// of one context, so sharing them cannot change what lands. Bounded by the memory it may take:
+/// past `max_bytes` it starts again, empty; a label text longer than [`Self::MAX_TEXT`] (no
+/// exporter's) is not kept.
 pub(super) struct LearnedSeries {
-    max: usize,
+    max_bytes: usize,
     maps: RwLock<LearnedMaps>,
 }
 
@@ -239,15 +240,19 @@ pub(super) struct LearnedSeries {
 struct LearnedMaps {
     by_context: foldhash::HashMap<SeriesContext, foldhash::HashMap<Arc<[u8]>, Arc<SeriesLabels>>>,
     texts: usize,
+    /// What the texts and their labels take, about.
+    bytes: usize,
 }
 
 impl LearnedSeries {
-    /// Label texts the process keeps: a fleet of several thousand GPUs' label sets, ~1 KB each.
-    const MAX_TEXTS: usize = 32 << 10;
+    /// What the process keeps: the label sets of ten thousand GPUs or more (~1.5 KB each).
+    const MAX_BYTES: usize = 32 << 20;
+    /// The longest label text kept.
+    const MAX_TEXT: usize = 4 << 10;
 
-    pub(super) fn new(max: usize) -> Self {
+    pub(super) fn new(max_bytes: usize) -> Self {
         Self {
-            max,
+            max_bytes,
             maps: RwLock::default(),
         }
     }
@@ -255,8 +260,14 @@ impl LearnedSeries {
     /// The one every parser of the process shares.
     pub(super) fn shared() -> Arc<Self> {
         static SHARED: LazyLock<Arc<LearnedSeries>> =
-            LazyLock::new(|| Arc::new(LearnedSeries::new(LearnedSeries::MAX_TEXTS)));
+            LazyLock::new(|| Arc::new(LearnedSeries::new(LearnedSeries::MAX_BYTES)));
         Arc::clone(&SHARED)
+    }
+
+    /// What keeping `text` takes, about: the text, its labels (pairs and two JSON objects of
+    /// them, at most three times the text) and the allocations' overhead.
+    fn cost(text: &[u8]) -> usize {
+        4 * text.len() + 1024
     }
 
     /// The label text as kept, and what it resolved to in `context`.
@@ -268,10 +279,16 @@ impl LearnedSeries {
     }
 
     fn insert(&self, context: &SeriesContext, text: Arc<[u8]>, labels: Arc<SeriesLabels>) {
+        if text.len() > Self::MAX_TEXT {
+            return;
+        }
+        let cost = Self::cost(&text);
         let mut guard = self.maps.write().unwrap_or_else(PoisonError::into_inner);
         let maps = &mut *guard;
-        if maps.texts >= self.max {
-            *maps = LearnedMaps::default();
+        // Freed once the lock is released: parsers do not wait for it.
+        let mut dropped = None;
+        if maps.bytes + cost > self.max_bytes {
+            dropped = Some(std::mem::take(maps));
         }
         if !maps.by_context.contains_key(context) {
             maps.by_context.insert(context.clone(), Default::default());
@@ -279,7 +296,10 @@ impl LearnedSeries {
         let texts = maps.by_context.get_mut(context).expect("inserted above");
         if texts.insert(text, labels).is_none() {
             maps.texts += 1;
+            maps.bytes += cost;
         }
+        drop(guard);
+        drop(dropped);
     }
 
     /// Label texts kept now.

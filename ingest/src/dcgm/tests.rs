@@ -1641,7 +1641,7 @@ fn run_learning(
 
 /// What an input lands as, with every label set resolved afresh (nothing learned before).
 fn run_afresh(text: &str, ctx: &ParseContext) -> (CollectSink, DcgmStats) {
-    run_learning(text, ctx, &Arc::new(LearnedSeries::new(1 << 10)))
+    run_learning(text, ctx, &Arc::new(LearnedSeries::new(1 << 20)))
 }
 
 fn landed(sink: &CollectSink) -> (Vec<(Table, RecordBatch)>, Vec<(u64, &str, &str)>) {
@@ -1653,7 +1653,7 @@ fn landed(sink: &CollectSink) -> (Vec<(Table, RecordBatch)>, Vec<(u64, &str, &st
 /// target labels), and past the bound, where it starts again.
 #[test]
 fn label_sets_learned_by_one_input_serve_the_next_without_changing_what_lands() {
-    let learned = Arc::new(LearnedSeries::new(1 << 10));
+    let learned = Arc::new(LearnedSeries::new(1 << 20));
     let mut other = fleet_context();
     other.cluster = Some("other".into());
     other.labels = vec![("namespace".into(), "team-a".into())];
@@ -1687,9 +1687,9 @@ fn label_sets_learned_by_one_input_serve_the_next_without_changing_what_lands() 
         .table(Table::GpuSamples);
     assert!(strings(&rows, "cluster").contains(&Some("other".into())));
 
-    // Bounded: four texts at most, so the fleet's label sets keep starting again; what lands
-    // does not change.
-    let small = Arc::new(LearnedSeries::new(4));
+    // Bounded: 4 KiB, four texts at most (each counts 1 KiB and more), so the fleet's label
+    // sets keep starting again; what lands does not change.
+    let small = Arc::new(LearnedSeries::new(4 << 10));
     for _ in 0..3 {
         let (sink, _) = run_learning(&fleet_scrape_grouped(), &fleet_context(), &small);
         assert!(small.len() <= 4);
@@ -1702,10 +1702,11 @@ fn label_sets_learned_by_one_input_serve_the_next_without_changing_what_lands() 
 
 /// What `...` stands for depends on the series met before it in the same input, so an
 /// abbreviated label set is never learned for the next; nor are the label sets of remote-write,
-/// which have no text (an unlabelled text line must not take a remote-write series' labels).
+/// which have no text (an unlabelled text line must not take a remote-write series' labels), nor
+/// a label text longer than any exporter's (what is kept is bounded by memory, not count).
 #[test]
-fn abbreviated_and_textless_label_sets_are_not_learned_for_later_inputs() {
-    let learned = Arc::new(LearnedSeries::new(1 << 10));
+fn abbreviated_textless_and_huge_label_sets_are_not_learned_for_later_inputs() {
+    let learned = Arc::new(LearnedSeries::new(1 << 20));
     let full = format!(
         "DCGM_FI_DEV_SM_CLOCK{{{GPU0}}} 210\n\
          DCGM_FI_DEV_MEM_CLOCK{{gpu=\"0\",...}} 405\n"
@@ -1749,4 +1750,13 @@ fn abbreviated_and_textless_label_sets_are_not_learned_for_later_inputs() {
     assert_eq!(sink.table(Table::GpuSamples).num_rows(), 0);
     let extra = sink.table(Table::GpuSamplesExtra);
     assert_eq!(strings(&extra, "gpu_uuid"), [None]);
+
+    let huge = format!(
+        "DCGM_FI_DEV_GPU_TEMP{{gpu=\"0\",UUID=\"GPU-1\",pod=\"{}\"}} 41 1000\n",
+        "p".repeat(5 << 10)
+    );
+    let (sink, _) = run_learning(&huge, &ctx, &learned);
+    assert_eq!(learned.len(), 2, "not kept");
+    let pods = strings(&sink.table(Table::GpuSamples), "pod");
+    assert_eq!(pods[0].as_ref().map(String::len), Some(5 << 10));
 }

@@ -314,7 +314,8 @@ async fn commit_each_alone(lake: Lake, group: Vec<Waiting>) {
 
 /// Answers the inputs committed before (by another writer, or an earlier group) with what they
 /// are, without files; returns the new ones. One lookup for the group; should it fail, each
-/// input is looked for alone, so that only one whose own lookup fails is answered with an error.
+/// input is looked for alone, so that only one whose own lookup fails is answered with an error
+/// (as is one that could not be made active again).
 async fn answer_repeats(lake: &Lake, group: Vec<Waiting>) -> Vec<Waiting> {
     let identities: Vec<_> = group
         .iter()
@@ -341,14 +342,17 @@ async fn answer_repeats(lake: &Lake, group: Vec<Waiting>) -> Vec<Waiting> {
     let mut fresh = Vec::with_capacity(group.len());
     for (waiting, outcome) in group.into_iter().zip(outcomes) {
         match outcome {
-            None => fresh.push(waiting),
-            Some(outcome) => {
+            Ok(None) => fresh.push(waiting),
+            Ok(Some(outcome)) => {
                 let _ = waiting.reply.send(Ok(Committed {
                     outcome,
                     rows: vec![],
                     files_written: 0,
                     group_inputs: 0,
                 }));
+            }
+            Err(error) => {
+                let _ = waiting.reply.send(Err(error.into()));
             }
         }
     }

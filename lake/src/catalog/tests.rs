@@ -586,7 +586,7 @@ async fn a_group_commits_each_batch_with_shared_files_or_nothing() {
         assert!(catalog.all_files().await.unwrap().is_empty());
         assert!(catalog.quarantine().await.unwrap().is_empty());
         // …and recognise says what g3 is, without writing anything.
-        let [Some(CommitOutcome::Duplicate(earlier)), None] = &catalog
+        let [Ok(Some(CommitOutcome::Duplicate(earlier))), Ok(None)] = &catalog
             .recognise(&[(&b3, &options), (&b1, &options)])
             .await
             .unwrap()[..]
@@ -948,9 +948,14 @@ async fn a_group_of_inputs_is_recognised_in_one_lookup_by_each_identity() {
         // What each is, as group commit asks: the same as asking for each alone.
         let (from, to) = (BEFORE - 5, BEFORE + named.len() + 5);
         let outcomes = catalog.recognise(&group[from..to]).await.unwrap();
+        let outcomes: Vec<Option<CommitOutcome>> =
+            outcomes.into_iter().map(Result::unwrap).collect();
         for (position, outcome) in outcomes.iter().enumerate() {
-            let alone = catalog.recognise(&group[from + position..][..1]).await;
-            assert_eq!(Some(outcome), alone.unwrap().first(), "input {position}");
+            let mut alone = catalog
+                .recognise(&group[from + position..][..1])
+                .await
+                .unwrap();
+            assert_eq!(outcome, &alone.remove(0).unwrap(), "input {position}");
         }
         let repeats: Vec<_> = outcomes
             .iter()
