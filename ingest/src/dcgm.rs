@@ -5,7 +5,8 @@
 //! This is the hottest parser of the product (a fleet scrape every 15–30 s), so it works on bytes
 //! and allocates only when it meets something new. Within a scrape every metric of one GPU repeats
 //! the very same `{...}` label text, so that text is the cache key: a label set is parsed and mapped
-//! to its identity columns the first time it is seen. Afterwards a line costs a search for `}` from
+//! to its identity columns the first time the process sees it (`series::LearnedSeries`: a service
+//! gets the same exporters' label sets every scrape). Afterwards a line costs a search for `}` from
 //! the end, one comparison with the label text predicted from the previous metric's order (a hash
 //! lookup when the guess is wrong) and a number parse: about 7 million samples per second on one
 //! core (`benches/dcgm_ingest.rs`).
