@@ -700,24 +700,17 @@ async fn a_small_body_parsed_inline_lands_what_it_would_streamed() {
         rows(thread_lake.clone()).await
     );
     // Each is known as the other.
-    let again = ingest(&inline_lake, streamed(&bad), options(Source::Dcgm))
-        .await
-        .unwrap();
-    assert_eq!(
-        again.outcome,
-        Outcome::AlreadyIngested {
-            batch_id: inline.batch_id.clone()
-        }
-    );
-    let again = ingest(&thread_lake, bytes(bad.as_bytes()), options(Source::Dcgm))
-        .await
-        .unwrap();
-    assert_eq!(
-        again.outcome,
-        Outcome::AlreadyIngested {
-            batch_id: thread.batch_id.clone()
-        }
-    );
+    for (lake, other_way, first) in [
+        (&inline_lake, streamed(&bad), &inline),
+        (&thread_lake, bytes(bad.as_bytes()), &thread),
+    ] {
+        let again = ingest(lake, other_way, options(Source::Dcgm)).await;
+        let batch_id = first.batch_id.clone();
+        assert_eq!(
+            again.unwrap().outcome,
+            Outcome::AlreadyIngested { batch_id }
+        );
+    }
 
     // The same errors, and nothing landed for them.
     let mut strict = options(Source::Dcgm);

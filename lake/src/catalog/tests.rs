@@ -550,6 +550,29 @@ fn group_member<'a>(
     }
 }
 
+/// Each quarantined record's batch and line.
+async fn quarantined(catalog: &Catalog) -> Vec<(String, u64)> {
+    let quarantine = catalog.quarantine().await.unwrap();
+    quarantine
+        .into_iter()
+        .map(|q| (q.batch_id, q.rejection.line))
+        .collect()
+}
+
+/// Nothing but these batches is committed: no files, no quarantine (a group that raced).
+async fn assert_only_batches(catalog: &Catalog, expected: &[&str]) {
+    let ids: Vec<String> = catalog
+        .batches()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|b| b.batch_id)
+        .collect();
+    assert_eq!(ids, expected);
+    assert!(catalog.all_files().await.unwrap().is_empty());
+    assert!(catalog.quarantine().await.unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn a_group_commits_each_batch_with_shared_files_or_nothing() {
     each_catalog(async |catalog| {
@@ -579,12 +602,7 @@ async fn a_group_commits_each_batch_with_shared_files_or_nothing() {
             catalog.commit_group(&raced, &files).await.unwrap(),
             GroupCommitOutcome::Raced
         );
-        let ids = |batches: Vec<BatchRecord>| -> Vec<String> {
-            batches.into_iter().map(|b| b.batch_id).collect()
-        };
-        assert_eq!(ids(catalog.batches().await.unwrap()), ["cli"]);
-        assert!(catalog.all_files().await.unwrap().is_empty());
-        assert!(catalog.quarantine().await.unwrap().is_empty());
+        assert_only_batches(&catalog, &["cli"]).await;
         // …and recognise says what g3 is, without writing anything.
         let [Ok(Some(CommitOutcome::Duplicate(earlier))), Ok(None)] = &catalog
             .recognise(&[(&b3, &options), (&b1, &options)])
@@ -626,14 +644,7 @@ async fn a_group_commits_each_batch_with_shared_files_or_nothing() {
                 .collect::<Vec<_>>(),
             [("g1", 7)]
         );
-        let quarantine = catalog.quarantine().await.unwrap();
-        assert_eq!(
-            quarantine
-                .iter()
-                .map(|q| (q.batch_id.as_str(), q.rejection.line))
-                .collect::<Vec<_>>(),
-            [("g2", 4)]
-        );
+        assert_eq!(quarantined(&catalog).await, [("g2".to_string(), 4)]);
         // The key of a grouped batch is known like any other.
         assert_eq!(
             catalog
@@ -1016,12 +1027,7 @@ async fn a_group_of_hundreds_commits_every_batch_or_none() {
             catalog.commit_group(&members, &files).await.unwrap(),
             GroupCommitOutcome::Raced
         );
-        let ids = |batches: Vec<BatchRecord>| -> Vec<String> {
-            batches.into_iter().map(|b| b.batch_id).collect()
-        };
-        assert_eq!(ids(catalog.batches().await.unwrap()), ["cli"]);
-        assert!(catalog.all_files().await.unwrap().is_empty());
-        assert!(catalog.quarantine().await.unwrap().is_empty());
+        assert_only_batches(&catalog, &["cli"]).await;
 
         // Without it: 149 batches, each with its own rows (11,175 − 140 = 11,035 in all) and
         // the lead's name, and the one rejection.
@@ -1057,14 +1063,7 @@ async fn a_group_of_hundreds_commits_every_batch_or_none() {
                 b.batch_id
             );
         }
-        let quarantine = catalog.quarantine().await.unwrap();
-        assert_eq!(
-            quarantine
-                .iter()
-                .map(|q| (q.batch_id.as_str(), q.rejection.line))
-                .collect::<Vec<_>>(),
-            [("m100", 7)]
-        );
+        assert_eq!(quarantined(&catalog).await, [("m100".to_string(), 7)]);
 
         // 120 arrival-stamped retries (240 identities, 15 statements' worth), one of which
         // another writer committed in its window, started at another time: no unique index
