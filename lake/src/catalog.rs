@@ -134,6 +134,16 @@ pub fn retry_content(retry_hash: &str) -> &str {
     &retry_hash[..retry_hash.len().saturating_sub(20)]
 }
 
+/// The stored hashes of the retries of `retry_hash`'s content that started at or after `since`:
+/// one range of the unique index, bounds included.
+fn retry_range(retry_hash: &str, since: i64) -> (String, String) {
+    let content = retry_content(retry_hash);
+    (
+        format!("{content}{:020}", since.max(0)),
+        format!("{content}{}", "9".repeat(20)),
+    )
+}
+
 impl NewBatch {
     /// The identities that make another batch the same input as this one, as the unique indexes
     /// and [`Catalog::recognise`] know them: its source and content (for a retry, the content
@@ -1100,15 +1110,8 @@ impl<'a> IdentityArm<'a> {
             });
         };
         if let Some(since) = options.retry_since {
-            let content = retry_content(&batch.content_hash);
-            arm(
-                0,
-                IdentityMatch::HashRange {
-                    source,
-                    from: format!("{content}{:020}", since.max(0)),
-                    to: format!("{content}{}", "9".repeat(20)),
-                },
-            );
+            let (from, to) = retry_range(&batch.content_hash, since);
+            arm(0, IdentityMatch::HashRange { source, from, to });
         }
         for (position, legacy) in options.legacy_hashes.iter().enumerate() {
             arm(

@@ -239,7 +239,6 @@ pub(super) struct LearnedSeries {
 #[derive(Default)]
 struct LearnedMaps {
     by_context: foldhash::HashMap<SeriesContext, foldhash::HashMap<Arc<[u8]>, Arc<SeriesLabels>>>,
-    texts: usize,
     /// What the texts and their labels take, about.
     bytes: usize,
 }
@@ -290,12 +289,8 @@ impl LearnedSeries {
         if maps.bytes + cost > self.max_bytes {
             dropped = Some(std::mem::take(maps));
         }
-        if !maps.by_context.contains_key(context) {
-            maps.by_context.insert(context.clone(), Default::default());
-        }
-        let texts = maps.by_context.get_mut(context).expect("inserted above");
+        let texts = maps.by_context.entry(context.clone()).or_default();
         if texts.insert(text, labels).is_none() {
-            maps.texts += 1;
             maps.bytes += cost;
         }
         drop(guard);
@@ -305,10 +300,11 @@ impl LearnedSeries {
     /// Label texts kept now.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.maps
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .texts
+        let maps = self.maps.read().unwrap_or_else(PoisonError::into_inner);
+        maps.by_context
+            .values()
+            .map(std::collections::HashMap::len)
+            .sum()
     }
 }
 
