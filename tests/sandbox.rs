@@ -450,6 +450,33 @@ fn a_revoked_tokens_open_postgres_session_ends() {
     child.wait().unwrap();
 }
 
+/// A token found valid is trusted for a second (`TOKEN_RECHECK`) so that requests cost no
+/// catalog statement each; a revoked one must then be refused, and no other token with it.
+#[test]
+fn a_revoked_token_is_refused_over_http_within_its_recheck() {
+    let ledger = sqlite_ledger();
+    let token = ledger.token("read", None);
+    let other = ledger.token("read", None);
+    let id = token.split('_').nth(1).unwrap().to_string();
+    let server = ledger.serve(&[]);
+    assert_eq!(status(&server, &token, "select 1"), (200, String::new()));
+    let revoked = ledger.run(&["token", "revoke", &id]);
+    assert!(revoked.status.success(), "{}", describe(&revoked));
+    let revoked_at = Instant::now();
+    while status(&server, &token, "select 1") == (200, String::new()) {
+        assert!(
+            revoked_at.elapsed() < Duration::from_secs(3),
+            "a revoked token still answered 200 after {:?}",
+            revoked_at.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for _ in 0..5 {
+        assert_eq!(status(&server, &token, "select 1"), (401, "28000".into()));
+    }
+    assert_eq!(status(&server, &other, "select 1"), (200, String::new()));
+}
+
 #[test]
 fn postgres_connections_do_not_leak() {
     let ledger = sqlite_ledger();

@@ -84,6 +84,15 @@ pub struct CommitOptions {
     pub retry_since: Option<i64>,
 }
 
+/// A pool of at most `max` connections. A SQLite connection is a file handle on a thread of its
+/// own, with nothing on a wire to go stale: sqlx's check before each acquire would be one more
+/// round trip to that thread per statement, for nothing.
+fn pool_options(backend: Backend, max: u32) -> AnyPoolOptions {
+    AnyPoolOptions::new()
+        .max_connections(max)
+        .test_before_acquire(backend == Backend::Postgres)
+}
+
 /// The catalog's [`InputHash`], decided by the first connection after migration
 /// `0013_input_hash` and kept: BLAKE3 for a catalog this release created, SHA-256 for one that
 /// was `migrated_before` (by an earlier release, whose processes may still be landing SHA-256
@@ -363,9 +372,8 @@ impl Catalog {
                 return Err(no_lake());
             }
         }
-        let pool = AnyPoolOptions::new()
-            // SQLite allows one writer at a time; one connection keeps writes in order without busy errors.
-            .max_connections(if backend == Backend::Sqlite { 1 } else { 8 })
+        // SQLite allows one writer at a time; one connection keeps writes in order without busy errors.
+        let pool = pool_options(backend, if backend == Backend::Sqlite { 1 } else { 8 })
             .connect(url)
             .await?;
         let tables = match backend {
@@ -401,10 +409,7 @@ impl Catalog {
                     .await?
                     .try_get(0)?;
                 if mode.eq_ignore_ascii_case("wal") {
-                    AnyPoolOptions::new()
-                        .max_connections(4)
-                        .connect(url)
-                        .await?
+                    pool_options(backend, 4).connect(url).await?
                 } else {
                     // Outside WAL mode a reader can hold up the writer's commit: keep the one
                     // connection.
@@ -412,12 +417,7 @@ impl Catalog {
                     pool.clone()
                 }
             }
-            Backend::Postgres => {
-                AnyPoolOptions::new()
-                    .max_connections(2)
-                    .connect(url)
-                    .await?
-            }
+            Backend::Postgres => pool_options(backend, 2).connect(url).await?,
         };
         Ok(Self {
             pool,

@@ -9,6 +9,10 @@
 //! (`gpuledger_query::scope`), so the restriction lives in the catalog the SQL resolves against,
 //! not in each handler.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
@@ -106,30 +110,89 @@ pub async fn create_token(
         created_at: chrono::Utc::now().timestamp_micros(),
         revoked_at: None,
     };
-    catalog.create_token(&record, &hash(&secret)).await?;
+    catalog
+        .create_token(&record, &hex::encode(digest(&secret)))
+        .await?;
     Ok(NewToken { record, secret })
 }
 
-/// The caller of a token, or `None` when the token is unknown or revoked.
-pub async fn authenticate(catalog: &Catalog, secret: &str) -> Result<Option<Principal>, ApiError> {
-    let Some(record) = catalog.token_by_hash(&hash(secret)).await? else {
-        return Ok(None);
-    };
-    let permission = Permission::parse(&record.scope).ok_or_else(|| {
-        ApiError::Lake(gpuledger_lake::LakeError::Invalid(format!(
-            "token {} has an unknown scope '{}'",
-            record.id, record.scope
-        )))
-    })?;
-    Ok(Some(Principal {
-        token_id: record.id,
-        permission,
-        team: record.team,
-    }))
+/// How long a token found valid is trusted before the catalog is asked again. A revoked token
+/// stops working within this, over HTTP and the Postgres wire alike (an open Postgres session
+/// then ends with FATAL 28000).
+pub const TOKEN_RECHECK: Duration = Duration::from_secs(1);
+
+/// Tokens found valid within the last [`TOKEN_RECHECK`], by the SHA-256 of their secret, so that a
+/// busy collector's requests cost no catalog statement each. Unknown and revoked tokens are never
+/// kept: a token works as soon as it is created, and every guess is checked against the catalog.
+pub struct TrustedTokens {
+    recheck: Duration,
+    max_kept: usize,
+    trusted: Mutex<HashMap<[u8; 32], (Principal, Instant)>>,
 }
 
-fn hash(secret: &str) -> String {
-    hex::encode(Sha256::digest(secret.as_bytes()))
+impl Default for TrustedTokens {
+    fn default() -> Self {
+        // One entry per live token in use: a few hundred bytes each.
+        Self::new(TOKEN_RECHECK, 4096)
+    }
+}
+
+impl TrustedTokens {
+    fn new(recheck: Duration, max_kept: usize) -> Self {
+        Self {
+            recheck,
+            max_kept,
+            trusted: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The caller of a token, or `None` when the token is unknown or revoked.
+    pub async fn authenticate(
+        &self,
+        catalog: &Catalog,
+        secret: &str,
+    ) -> Result<Option<Principal>, ApiError> {
+        let digest = digest(secret);
+        if let Some((principal, _)) = self
+            .trusted()
+            .get(&digest)
+            .filter(|(_, checked)| checked.elapsed() < self.recheck)
+        {
+            return Ok(Some(principal.clone()));
+        }
+        let Some(record) = catalog.token_by_hash(&hex::encode(digest)).await? else {
+            self.trusted().remove(&digest);
+            return Ok(None);
+        };
+        let permission = Permission::parse(&record.scope).ok_or_else(|| {
+            ApiError::Lake(gpuledger_lake::LakeError::Invalid(format!(
+                "token {} has an unknown scope '{}'",
+                record.id, record.scope
+            )))
+        })?;
+        let principal = Principal {
+            token_id: record.id,
+            permission,
+            team: record.team,
+        };
+        let mut trusted = self.trusted();
+        if trusted.len() >= self.max_kept {
+            trusted.retain(|_, (_, checked)| checked.elapsed() < self.recheck);
+            if trusted.len() >= self.max_kept {
+                trusted.clear();
+            }
+        }
+        trusted.insert(digest, (principal.clone(), Instant::now()));
+        Ok(Some(principal))
+    }
+
+    fn trusted(&self) -> MutexGuard<'_, HashMap<[u8; 32], (Principal, Instant)>> {
+        self.trusted.lock().expect("not poisoned")
+    }
+}
+
+fn digest(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
 }
 
 /// Middleware: every request under `/v1` carries a valid bearer token.
@@ -144,7 +207,9 @@ pub async fn require_token(
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "))
         .ok_or(ApiError::Unauthenticated)?;
-    let principal = authenticate(state.lake.catalog(), secret.trim())
+    let principal = state
+        .tokens
+        .authenticate(state.lake.catalog(), secret.trim())
         .await?
         .ok_or(ApiError::Unauthenticated)?;
     tracing::debug!(token = %principal.token_id, "authenticated");
@@ -188,4 +253,101 @@ pub async fn me(principal: Principal) -> axum::Json<Me> {
         scope: principal.permission.name().into(),
         team: principal.team,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn catalog(dir: &tempfile::TempDir) -> Catalog {
+        let url = format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("catalog.db").display()
+        );
+        Catalog::connect(&url).await.unwrap()
+    }
+
+    fn team(principal: Option<Principal>) -> Option<String> {
+        principal.expect("a valid token").team
+    }
+
+    #[tokio::test]
+    async fn a_trusted_token_is_its_own_team_and_a_revoked_one_ends_within_the_recheck() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = catalog(&dir).await;
+        let recheck = Duration::from_millis(300);
+        let tokens = TrustedTokens::new(recheck, 2);
+        let a = create_token(&catalog, "a", Permission::Read, Some("team-a".into()))
+            .await
+            .unwrap();
+        let b = create_token(&catalog, "b", Permission::Ingest, Some("team-b".into()))
+            .await
+            .unwrap();
+        // Each token, asked in turns and again from what is kept, is its own team and scope.
+        for _ in 0..3 {
+            let found = tokens.authenticate(&catalog, &a.secret).await.unwrap();
+            assert_eq!(found.as_ref().map(|p| p.permission), Some(Permission::Read));
+            assert_eq!(team(found).as_deref(), Some("team-a"));
+            let found = tokens.authenticate(&catalog, &b.secret).await.unwrap();
+            assert_eq!(
+                found.as_ref().map(|p| p.permission),
+                Some(Permission::Ingest)
+            );
+            assert_eq!(team(found).as_deref(), Some("team-b"));
+        }
+        // A guess, or a secret one character off, is never kept: always asked of the catalog.
+        let off_by_one = format!("{}0", &a.secret[..a.secret.len() - 1]);
+        for guess in ["glt_00000000_00", off_by_one.as_str(), ""] {
+            assert!(
+                tokens
+                    .authenticate(&catalog, guess)
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+        }
+        assert_eq!(tokens.trusted().len(), 2);
+
+        // Revoked: trusted at most `recheck` longer, then refused and forgotten.
+        let revoked_at = Instant::now();
+        assert!(catalog.revoke_token(&a.record.id).await.unwrap());
+        while revoked_at.elapsed() < recheck / 2 {
+            assert!(
+                tokens
+                    .authenticate(&catalog, &a.secret)
+                    .await
+                    .unwrap()
+                    .is_some()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(recheck).await;
+        assert!(
+            tokens
+                .authenticate(&catalog, &a.secret)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(!tokens.trusted().contains_key(&digest(&a.secret)));
+        assert_eq!(
+            team(tokens.authenticate(&catalog, &b.secret).await.unwrap()).as_deref(),
+            Some("team-b")
+        );
+
+        // A token created now works at once, and more live tokens than are kept all still work.
+        let c = create_token(&catalog, "c", Permission::Admin, None)
+            .await
+            .unwrap();
+        let d = create_token(&catalog, "d", Permission::Read, Some("team-d".into()))
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            for (token, expected) in [(&b, Some("team-b")), (&c, None), (&d, Some("team-d"))] {
+                let found = tokens.authenticate(&catalog, &token.secret).await.unwrap();
+                assert_eq!(team(found).as_deref(), expected);
+                assert!(tokens.trusted().len() <= 2);
+            }
+        }
+    }
 }

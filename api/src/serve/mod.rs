@@ -86,6 +86,8 @@ pub struct AppState {
     pub group_commit: Option<GroupCommit>,
     /// Ledger files kept decoded for every query (`--decoded-cache-mb`); `None` when 0.
     pub decoded_files: Option<Arc<DecodedFiles>>,
+    /// Tokens found valid in the last second, so that requests need no catalog statement each.
+    pub tokens: Arc<auth::TrustedTokens>,
     shutting_down: Arc<AtomicBool>,
 }
 
@@ -141,6 +143,7 @@ impl AppState {
                     args.decoded_cache_mb << 20,
                 ))
             }),
+            tokens: Arc::default(),
             shutting_down: Arc::new(AtomicBool::new(false)),
         }
     }

@@ -21,8 +21,7 @@ mod startup;
 
 use std::error::Error;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock};
 
 use datafusion_postgres::pgwire;
 use pgwire::api::{ClientInfo, ErrorHandler, PgWireServerHandlers};
@@ -34,7 +33,6 @@ use tokio::net::TcpListener;
 use super::AppState;
 use crate::cli::ServeArgs;
 use crate::error::ApiError;
-use crate::serve::auth::authenticate;
 use query::{ReadOnlyParser, Session};
 
 /// Binds the PostgreSQL port (unless `--pg-listen off`) and says where on stdout, so that
@@ -98,13 +96,7 @@ pub struct Connection {
     parser: Arc<ReadOnlyParser>,
     /// The token the session was opened with, checked again before statements run.
     token: OnceLock<String>,
-    /// When the token was last found valid.
-    token_checked: Mutex<Option<Instant>>,
 }
-
-/// How long a token found valid is trusted before it is checked again: a revoked token's
-/// sessions end within this.
-const TOKEN_RECHECK: Duration = Duration::from_secs(1);
 
 impl Connection {
     fn new(state: AppState) -> Self {
@@ -114,29 +106,23 @@ impl Connection {
             parser: Arc::new(ReadOnlyParser::new(Arc::clone(&session))),
             session,
             token: OnceLock::new(),
-            token_checked: Mutex::new(None),
         }
     }
 
-    /// Ends the connection (FATAL, 28000) once its token is revoked. Checked against the
-    /// catalog at most once per [`TOKEN_RECHECK`].
+    /// Ends the connection (FATAL, 28000) once its token is revoked: within
+    /// [`TOKEN_RECHECK`](crate::serve::auth::TOKEN_RECHECK), as for any request.
     async fn check_token(&self) -> PgWireResult<()> {
         let Some(token) = self.token.get() else {
             return Err(pg_error(ApiError::Unauthenticated));
         };
-        let recent =
-            |checked: &Option<Instant>| checked.is_some_and(|at| at.elapsed() < TOKEN_RECHECK);
-        if recent(&self.token_checked.lock().expect("not poisoned")) {
-            return Ok(());
-        }
-        match authenticate(self.state.lake.catalog(), token)
+        match self
+            .state
+            .tokens
+            .authenticate(self.state.lake.catalog(), token)
             .await
             .map_err(pg_error)?
         {
-            Some(_) => {
-                *self.token_checked.lock().expect("not poisoned") = Some(Instant::now());
-                Ok(())
-            }
+            Some(_) => Ok(()),
             None => Err(PgWireError::UserError(Box::new(ErrorInfo::new(
                 "FATAL".into(),
                 "28000".into(),

@@ -17,7 +17,7 @@ use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 
 use super::query::Session;
 use super::{Connection, pg_error};
-use crate::serve::auth::{Permission, authenticate};
+use crate::serve::auth::Permission;
 
 #[async_trait]
 impl StartupHandler for Connection {
@@ -53,7 +53,6 @@ impl StartupHandler for Connection {
                 // Start-up happens once per connection: the cells are empty.
                 let _ = self.session.set(session);
                 let _ = self.token.set(token.to_string());
-                *self.token_checked.lock().expect("not poisoned") = Some(std::time::Instant::now());
                 finish_authentication(client, &server_parameters()).await?;
             }
             _ => {}
@@ -65,7 +64,10 @@ impl StartupHandler for Connection {
 impl Connection {
     /// The session of a valid token that may query; 28P01 for any other password.
     async fn open_session(&self, token: &str, user: String) -> PgWireResult<Session> {
-        let principal = authenticate(self.state.lake.catalog(), token)
+        let principal = self
+            .state
+            .tokens
+            .authenticate(self.state.lake.catalog(), token)
             .await
             .map_err(pg_error)?
             .ok_or(PgWireError::InvalidPassword(user))?;
