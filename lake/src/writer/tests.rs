@@ -289,6 +289,72 @@ fn only_float_columns_that_repeat_get_a_dictionary() {
     );
 }
 
+/// Small and all-null columns are written uncompressed, the rest with zstd, and every value
+/// reads back as written. At 256 rows a float column without nulls is 2,048 bytes: under 4,096,
+/// so uncompressed; at 10,000 rows it is 80,000 bytes: zstd. Strings of 256 × 40 bytes
+/// (10,240 + 1,028 of offsets) are compressed at either size.
+#[test]
+fn small_and_all_null_columns_are_written_uncompressed() {
+    use arrow::array::Float64Array;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use parquet::basic::Compression;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    let list = DataType::List(Arc::new(Field::new("item", DataType::Int64, true)));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("power_w", DataType::Float64, true),
+        Field::new("fb_used_mib", DataType::Float64, true),
+        Field::new("node", DataType::Utf8, false),
+        Field::new("tags", list.clone(), true),
+    ]));
+    let compression = |rows: usize| -> (Vec<&str>, RecordBatch) {
+        let power: Float64Array = (0..rows).map(|i| Some(300.0 + i as f64 * 0.0137)).collect();
+        let unset: Float64Array = (0..rows).map(|_| None).collect();
+        let nodes: StringArray = (0..rows).map(|i| Some(format!("node-{i:035}"))).collect();
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(power),
+                Arc::new(unset),
+                Arc::new(nodes),
+                arrow::array::new_null_array(&list, rows),
+            ],
+        )
+        .unwrap();
+        let bytes = Bytes::from(encode_parquet(&batch).unwrap());
+        let reader = SerializedFileReader::new(bytes.clone()).unwrap();
+        let codecs = reader.metadata().row_groups()[0]
+            .columns()
+            .iter()
+            .map(|column| match column.compression() {
+                Compression::UNCOMPRESSED => "none",
+                Compression::ZSTD(_) => "zstd",
+                other => panic!("{other}"),
+            })
+            .collect();
+        let read: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            arrow::compute::concat_batches(&schema, &read).unwrap(),
+            batch
+        );
+        (codecs, batch)
+    };
+    // A nested column keeps the table's codec: its leaf is not the field's own path.
+    let (small, batch) = compression(256);
+    assert_eq!(
+        batch.column(0).to_data().get_slice_memory_size().unwrap(),
+        2048
+    );
+    assert_eq!(small, ["none", "none", "zstd", "zstd"]);
+    let (large, _) = compression(10_000);
+    assert_eq!(large, ["zstd", "none", "zstd", "zstd"]);
+}
+
 /// A fixed pseudo-random stream in [0, 1) (xorshift).
 fn noise() -> impl FnMut() -> f64 {
     let mut state = 0x9e37_79b9_7f4a_7c15_u64;
