@@ -40,7 +40,7 @@ use tokio::sync::mpsc;
 use crate::error::IngestError;
 use crate::record::{DEFAULT_BATCH_ROWS, ParseContext, Sink, strict_stop};
 use crate::{dcgm, events, focus, remote_write, tokens};
-use group_commit::{Committed, Held, Member};
+use group_commit::{Held, Member};
 use hashed_input::{HashedInput, InputHasher};
 
 /// The kinds of input: the file formats, and Prometheus remote-write (HTTP only).
@@ -650,13 +650,7 @@ pub async fn ingest(
     };
     let (outcome, rows, files_written, group_inputs) = match (&options.group, held) {
         (Some(group), Some(held)) => {
-            let Committed {
-                outcome,
-                rows,
-                files_written,
-                group_inputs,
-                input,
-            } = group
+            let committed = group
                 .commit(Member {
                     batch: new_batch,
                     options: commit_options,
@@ -665,13 +659,12 @@ pub async fn ingest(
                     records_rejected,
                 })
                 .await?;
-            // Freed here, on the task that parsed it ([`Committed::input`]).
-            drop(input);
+            let rows: HashMap<Table, u64> = committed.rows.into_iter().collect();
             (
-                outcome,
-                rows.into_iter().collect(),
-                files_written,
-                group_inputs,
+                committed.outcome,
+                rows,
+                committed.files_written,
+                committed.group_inputs,
             )
         }
         _ => {

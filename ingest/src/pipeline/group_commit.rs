@@ -147,10 +147,6 @@ pub(crate) struct Committed {
     pub files_written: usize,
     /// Inputs committed in its group's transaction, itself included.
     pub group_inputs: usize,
-    /// The input, given back so that its rows are freed by the request that parsed them: freed
-    /// by the committer, each buffer went back to the arena of another thread, under that
-    /// arena's lock, while that thread was allocating the next request's rows.
-    pub input: Member,
 }
 
 struct Waiting {
@@ -267,16 +263,16 @@ async fn commit_group(lake: Lake, mut group: Vec<Waiting>) {
         match write_and_commit(&lake, &group).await {
             Ok(Some(files)) => {
                 let group_inputs = group.len();
-                for Waiting { member, reply } in group {
-                    let _ = reply.send(Ok(Committed {
+                for waiting in group {
+                    let rows = waiting.member.rows_by_table();
+                    let _ = waiting.reply.send(Ok(Committed {
                         outcome: CommitOutcome::Committed {
-                            rows_landed: member.rows() as u64,
+                            rows_landed: waiting.member.rows() as u64,
                             rows_replaced: 0,
                         },
-                        rows: member.rows_by_table(),
+                        rows,
                         files_written: files.len(),
                         group_inputs,
-                        input: member,
                     }));
                 }
                 return;
@@ -353,7 +349,6 @@ async fn answer_repeats(lake: &Lake, group: Vec<Waiting>) -> Vec<Waiting> {
                     rows: vec![],
                     files_written: 0,
                     group_inputs: 0,
-                    input: waiting.member,
                 }));
             }
             Err(error) => {
