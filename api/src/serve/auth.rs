@@ -275,6 +275,15 @@ mod tests {
         principal.expect("a valid token").team
     }
 
+    /// Whether `secret` is taken as a valid token now.
+    async fn valid(tokens: &TrustedTokens, catalog: &Catalog, secret: &str) -> bool {
+        tokens
+            .authenticate(catalog, secret)
+            .await
+            .unwrap()
+            .is_some()
+    }
+
     #[tokio::test]
     async fn a_trusted_token_is_its_own_team_and_a_revoked_one_ends_after_the_recheck() {
         let dir = tempfile::tempdir().unwrap();
@@ -302,47 +311,23 @@ mod tests {
         // A guess, or a secret one character off, is never kept: always asked of the catalog.
         let off_by_one = format!("{}0", &a.secret[..a.secret.len() - 1]);
         for guess in ["glt_00000000_00", off_by_one.as_str(), ""] {
-            assert!(
-                tokens
-                    .authenticate(&catalog, guess)
-                    .await
-                    .unwrap()
-                    .is_none()
-            );
+            assert!(!valid(&tokens, &catalog, guess).await);
         }
         assert_eq!(tokens.trusted().len(), 2);
 
         // Revoked: trusted until `recheck` has passed since the catalog was last asked, then
         // refused and forgotten. The clock is moved by ageing what is kept, not by sleeping.
         assert!(catalog.revoke_token(&a.record.id).await.unwrap());
-        assert!(
-            tokens
-                .authenticate(&catalog, &a.secret)
-                .await
-                .unwrap()
-                .is_some()
-        );
+        assert!(valid(&tokens, &catalog, &a.secret).await);
         let age = |by: Duration| {
             for (_, checked) in tokens.trusted().values_mut() {
                 *checked = checked.checked_sub(by).unwrap();
             }
         };
         age(recheck - Duration::from_secs(1));
-        assert!(
-            tokens
-                .authenticate(&catalog, &a.secret)
-                .await
-                .unwrap()
-                .is_some()
-        );
+        assert!(valid(&tokens, &catalog, &a.secret).await);
         age(Duration::from_secs(1));
-        assert!(
-            tokens
-                .authenticate(&catalog, &a.secret)
-                .await
-                .unwrap()
-                .is_none()
-        );
+        assert!(!valid(&tokens, &catalog, &a.secret).await);
         assert!(!tokens.trusted().contains_key(&digest(&a.secret)));
         assert_eq!(
             team(tokens.authenticate(&catalog, &b.secret).await.unwrap()).as_deref(),
