@@ -446,26 +446,6 @@ impl Catalog {
         Ok(())
     }
 
-    /// The committed batch with this content hash or idempotency key, if any.
-    pub async fn find_batch(
-        &self,
-        source: &str,
-        content_hash: &str,
-        idempotency_key: Option<&str>,
-    ) -> Result<Option<BatchRecord>> {
-        let batch = NewBatch {
-            batch_id: String::new(),
-            source: source.to_owned(),
-            origin: String::new(),
-            content_hash: content_hash.to_owned(),
-            idempotency_key: idempotency_key.map(str::to_owned),
-            records_read: 0,
-            started_at: 0,
-        };
-        self.earlier_delivery(&batch, &CommitOptions::default())
-            .await
-    }
-
     /// The committed batch each of `batches` is the same input as, if any, by any of its
     /// identities: one lookup for all.
     pub async fn earlier_deliveries(

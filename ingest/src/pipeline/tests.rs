@@ -556,14 +556,26 @@ async fn a_new_catalog_knows_an_input_by_the_blake3_of_its_content() {
     let mut key = blake3::Hasher::new();
     key.update(options_fingerprint(&options(Source::Dcgm), None).as_bytes());
     key.update(blake3::hash(SCRAPE.as_bytes()).as_bytes());
+    let by_content = NewBatch {
+        batch_id: String::new(),
+        source: "dcgm".into(),
+        origin: String::new(),
+        content_hash: key.finalize().to_hex().to_string(),
+        idempotency_key: None,
+        records_read: 0,
+        started_at: 0,
+    };
     let stored = lake
         .catalog()
-        .find_batch("dcgm", key.finalize().to_hex().as_str(), None)
+        .earlier_deliveries(&[(&by_content, &CommitOptions::default())])
         .await
         .unwrap();
     assert_eq!(
-        stored.map(|batch| batch.batch_id),
-        Some(first.batch_id.clone())
+        stored
+            .into_iter()
+            .map(|batch| batch.map(|batch| batch.batch_id))
+            .collect::<Vec<_>>(),
+        [Some(first.batch_id.clone())]
     );
     let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     gzip.write_all(SCRAPE.as_bytes()).unwrap();

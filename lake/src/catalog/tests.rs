@@ -646,13 +646,17 @@ async fn a_group_commits_each_batch_with_shared_files_or_nothing() {
         );
         assert_eq!(quarantined(&catalog).await, [("g2".to_string(), 4)]);
         // The key of a grouped batch is known like any other.
+        let by_key = batch("", "other", Some("key-g2"));
+        let found = catalog
+            .earlier_deliveries(&[(&by_key, &CommitOptions::default())])
+            .await
+            .unwrap();
         assert_eq!(
-            catalog
-                .find_batch("focus", "other", Some("key-g2"))
-                .await
-                .unwrap()
-                .map(|b| b.batch_id),
-            Some("g2".to_string())
+            found
+                .into_iter()
+                .map(|b| b.map(|b| b.batch_id))
+                .collect::<Vec<_>>(),
+            [Some("g2".to_string())]
         );
 
         // A group of one is a batch committed alone; a scoped file is never shared.
