@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use arrow::array::RecordBatch;
+use arrow::array::{Array, RecordBatch};
+use arrow::buffer::NullBuffer;
 use datafusion::common::{DataFusionError, Result as DfResult};
 use gpuledger_ledger::build::GpuTelemetry;
 use gpuledger_ledger::gpu_hours::{UsageSample, usage_measure};
@@ -11,7 +12,9 @@ use gpuledger_ledger::time::Micros;
 use itertools::Itertools;
 
 use super::GpuKey;
-use crate::columns::{floats, int32s, same_as_before, several, strings, text, timestamps, value};
+use crate::columns::{
+    Labels, floats, int32s, repeating_rows, several, strings, text, timestamps, value,
+};
 use crate::ledger_inputs::GpuKeys;
 
 /// The columns [`SampleFold`] reads: a reading's labels and time, and its measures. The rows
@@ -59,64 +62,68 @@ impl SampleFold {
         )?;
         let mig = int32s(batch, "mig_instance")?;
         let ts = timestamps(batch, "ts")?;
-        let measures = several(batch, floats, RawReading::MEASURES)?;
+        let measure_columns = several(batch, floats, RawReading::MEASURES)?;
+        let measures: [Measure; 6] = measure_columns.each_ref().map(|column| {
+            let nulls = column.nulls().filter(|n| n.null_count() > 0);
+            (&column.values()[..], nulls)
+        });
         // Rows of one GPU and series come in runs: the GPU and the series are looked up once
-        // per run, a row that repeats the labels of the row before (equal views) takes its.
-        let labels_repeat = |row: usize| {
-            value(&gpu_keys.gpu_index, row) == value(&gpu_keys.gpu_index, row - 1)
-                && value(&mig, row) == value(&mig, row - 1)
-                && [
-                    &gpu_keys.node,
-                    &gpu_keys.cluster,
-                    &gpu_uuid,
-                    &pod,
-                    &namespace,
-                    &container,
-                ]
-                .into_iter()
-                .all(|labels| same_as_before(labels, row))
-        };
-        // The GPU, series and row of the last row kept.
-        let mut last: Option<(usize, u32, usize)> = None;
-        for row in 0..batch.num_rows() {
-            let Some(at) = value(&ts, row) else {
-                continue; // filtered by the query
+        // per run of rows that repeat the labels of the row before (equal views), and the
+        // run's readings are appended together.
+        let rows = batch.num_rows();
+        let repeats = repeating_rows(
+            &[
+                Labels::Int32(&gpu_keys.gpu_index),
+                Labels::Int32(&mig),
+                Labels::Text(&gpu_keys.node),
+                Labels::Text(&gpu_keys.cluster),
+                Labels::Text(&gpu_uuid),
+                Labels::Text(&pod),
+                Labels::Text(&namespace),
+                Labels::Text(&container),
+            ],
+            rows,
+        );
+        // The GPU of the run before, where the next run most likely belongs too.
+        let mut last: Option<usize> = None;
+        let mut start = 0;
+        while start < rows {
+            let end = repeats[start + 1..]
+                .iter()
+                .position(|repeat| !repeat)
+                .map_or(rows, |after| start + 1 + after);
+            let run = std::mem::replace(&mut start, end)..end;
+            // A row with a NULL time, or without a node or GPU index, is one the query
+            // filtered: a run of none else adds no GPU or series.
+            let Some(first) = run.clone().find(|&row| ts.is_valid(row)) else {
+                continue;
             };
-            let measures = measures.each_ref().map(|m| value(m, row));
-            let repeated = last.filter(|&(_, _, kept)| kept + 1 == row && labels_repeat(row));
-            let (gpu, series) = match repeated {
-                Some((gpu, series, _)) => (gpu, series),
-                None => {
-                    let Some((cluster, node, gpu_index)) = gpu_keys.key_ref(row) else {
-                        continue; // filtered by the query
-                    };
-                    let gpu = match last {
-                        Some((g, _, _)) if self.gpus[g].key_ref() == (cluster, node, gpu_index) => {
-                            g
-                        }
-                        _ => {
-                            let key = (cluster.to_string(), node.to_string(), gpu_index);
-                            let gpus = &mut self.gpus;
-                            *self.index.entry(key.clone()).or_insert_with(|| {
-                                gpus.push(RawGpu::new(key));
-                                gpus.len() - 1
-                            })
-                        }
-                    };
-                    let series = self.gpus[gpu].series_of(
-                        value(&mig, row),
-                        text(&gpu_uuid, row),
-                        text(&namespace, row),
-                        text(&pod, row),
-                        text(&container, row),
-                    );
-                    (gpu, series)
+            let Some((cluster, node, gpu_index)) = gpu_keys.key_ref(first) else {
+                continue;
+            };
+            let gpu = match last {
+                Some(g) if self.gpus[g].key_ref() == (cluster, node, gpu_index) => g,
+                _ => {
+                    let key = (cluster.to_string(), node.to_string(), gpu_index);
+                    let gpus = &mut self.gpus;
+                    *self.index.entry(key.clone()).or_insert_with(|| {
+                        gpus.push(RawGpu::new(key));
+                        gpus.len() - 1
+                    })
                 }
             };
-            self.gpus[gpu]
-                .rows
-                .push(RawReading::new(at, series, measures));
-            last = Some((gpu, series, row));
+            last = Some(gpu);
+            let raw = &mut self.gpus[gpu];
+            let series = raw.series_of(
+                value(&mig, first),
+                text(&gpu_uuid, first),
+                text(&namespace, first),
+                text(&pod, first),
+                text(&container, first),
+            );
+            raw.rows.extend((first..run.end).filter_map(|row| {
+                Some(RawReading::read(value(&ts, row)?, series, &measures, row))
+            }));
         }
         Ok(())
     }
@@ -189,6 +196,10 @@ fn as_int(value: f64) -> Option<i32> {
         .then_some(whole as i32)
 }
 
+/// A measure column as [`RawReading::read`] takes it: its values, and its validity when it has
+/// nulls.
+type Measure<'a> = (&'a [f64], Option<&'a NullBuffer>);
+
 /// A series of one GPU: (mig_instance, gpu_uuid, namespace, pod, container).
 type SeriesKey = (
     Option<i32>,
@@ -229,15 +240,20 @@ impl RawReading {
     const FB_USED_MIB: usize = 4;
     const FB_FREE_MIB: usize = 5;
 
-    fn new(ts: Micros, series: u32, measures: [Option<f64>; 6]) -> Self {
+    /// Row `row` of the measure columns (in the order of [`RawReading::MEASURES`]), each as its
+    /// values and, when it has nulls, its validity.
+    fn read(ts: Micros, series: u32, columns: &[Measure; 6], row: usize) -> Self {
         let mut reading = Self {
             ts,
             series,
             present: 0,
             measures: [0.0; 6],
         };
-        for (i, measure) in measures.into_iter().enumerate() {
-            reading.set(i, measure);
+        for (i, (values, nulls)) in columns.iter().enumerate() {
+            // A null slot's value is arbitrary: copied, and hidden by its bit.
+            reading.measures[i] = values[row];
+            let valid = nulls.is_none_or(|n| n.is_valid(row));
+            reading.present |= u8::from(valid) << i;
         }
         reading
     }
@@ -284,7 +300,7 @@ fn higher(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 struct RawGpu {
     key: (String, String, u32),
     series: Vec<SeriesKey>,
-    /// The series of the last row, where the next row most likely belongs too.
+    /// The series of the last run, where the next run most likely belongs too.
     last_series: u32,
     rows: Vec<RawReading>,
 }

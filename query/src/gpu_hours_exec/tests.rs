@@ -367,26 +367,37 @@ fn framebuffer_share_is_read_from_a_series_merged_rows() {
     assert_eq!(shares("n2"), [(30, None), (60, None)]);
 }
 
-/// A row takes the GPU and series of the row before only when it repeats that row's labels and
-/// that row was kept; runs out of time order merge into one time line per GPU and per pod.
+/// Rows take their GPU and series by runs of repeating labels; a filtered row (NULL time) is
+/// skipped, and a run of filtered rows alone adds no GPU and no pod; runs out of time order merge
+/// into one time line per GPU and per pod. A batch sliced out of a larger one reads the same.
 #[test]
 fn samples_fold_to_each_gpus_and_pods_readings_in_time_order() {
     let mut fold = SampleFold::default();
     fold.add(&sample_batch(&[
         ("n1", 0, None, Some(30), 0.1),
         ("n1", 0, None, Some(60), 0.2),
-        // Filtered: the next row repeats its labels, not those of the last row kept.
+        // Filtered rows: at the start of a run, inside one, and a run (GPU 1, pod q) of
+        // nothing else.
         ("n2", 0, None, None, 0.9),
         ("n2", 0, None, Some(30), 0.3),
         ("n2", 0, Some("p"), Some(30), 0.5),
+        ("n2", 0, Some("p"), None, 0.9),
         ("n2", 0, Some("p"), Some(60), 0.4),
+        ("n2", 1, Some("q"), None, 0.9),
+        ("n2", 0, Some("q"), None, 0.9),
     ]))
     .unwrap();
-    // The day before's last minute, read after the day's rows.
-    fold.add(&sample_batch(&[
-        ("n1", 0, None, Some(0), 0.0),
-        ("n2", 0, Some("p"), Some(0), 0.6),
-    ]))
+    // The day before's last minute, read after the day's rows, sliced out of a larger batch
+    // (its arrays start at an offset).
+    fold.add(
+        &sample_batch(&[
+            ("n3", 0, None, Some(0), 0.7),
+            ("n1", 0, None, Some(0), 0.0),
+            ("n2", 0, Some("p"), Some(0), 0.6),
+            ("n3", 0, None, Some(0), 0.7),
+        ])
+        .slice(1, 2),
+    )
     .unwrap();
     let telemetry = fold.finish();
     let readings = |t: &GpuTelemetry| -> Vec<(i64, Option<f64>)> {
@@ -408,7 +419,12 @@ fn samples_fold_to_each_gpus_and_pods_readings_in_time_order() {
         .collect();
     assert_eq!(pod, [(0, Some(0.6)), (30, Some(0.5)), (60, Some(0.4))]);
     assert!(of("n1").pod_samples.is_empty());
-    assert_eq!(telemetry.len(), 2);
+    assert_eq!(
+        of("n2").pod_samples.len(),
+        1,
+        "no pod q: its rows were all filtered"
+    );
+    assert_eq!(telemetry.len(), 2, "no GPU 1 of n2, nothing of n3");
 }
 
 fn sized(name: &str, gpus: u32) -> NodeWork {
