@@ -10,7 +10,6 @@ use arrow::array::{
     Array, ArrayRef, AsArray, Decimal128Array, Float64Array, Int32Array, Int64Array,
     PrimitiveArray, RecordBatch, StringViewArray, TimestampMicrosecondArray,
 };
-use arrow::buffer::NullBuffer;
 use arrow::compute::cast;
 use arrow::datatypes::{
     ArrowPrimitiveType, DataType, Decimal128Type, Field, Float64Type, Int32Type, Int64Type, Schema,
@@ -105,51 +104,6 @@ pub fn text(values: &StringViewArray, row: usize) -> Option<&str> {
     values.is_valid(row).then(|| values.value(row))
 }
 
-/// A column whose rows [`repeating_rows`] compares with the row before: text by its views,
-/// numbers by their values.
-pub enum Labels<'a> {
-    Text(&'a StringViewArray),
-    Int32(&'a Int32Array),
-}
-
-/// Which rows hold what the row before them holds in every one of `columns` (row 0 never
-/// does), told in one pass per column rather than a call per cell. A string repeats when its
-/// view does: equal views are equal strings (the same inline bytes, or the same bytes of the
-/// same buffer, as Parquet decodes a dictionary page). A `false` says nothing: equal strings may
-/// sit in two places, and the caller compares them. Two nulls repeat.
-pub fn repeating_rows(columns: &[Labels], rows: usize) -> Vec<bool> {
-    let mut repeats = vec![true; rows];
-    if let Some(first) = repeats.first_mut() {
-        *first = false;
-    }
-    for column in columns {
-        match column {
-            Labels::Text(values) => keep_repeats(values.views(), values.nulls(), &mut repeats),
-            Labels::Int32(values) => keep_repeats(values.values(), values.nulls(), &mut repeats),
-        }
-    }
-    repeats
-}
-
-/// Clears `repeats[row]` where `values[row]` differs from the row before (a null slot's value
-/// is arbitrary, so validity decides there).
-fn keep_repeats<T: PartialEq>(values: &[T], nulls: Option<&NullBuffer>, repeats: &mut [bool]) {
-    let pairs = values.windows(2).zip(repeats.iter_mut().skip(1));
-    match nulls.filter(|n| n.null_count() > 0) {
-        // The common case, a column with no nulls: a loop the compiler vectorizes.
-        None => pairs.for_each(|(pair, repeat)| *repeat &= pair[0] == pair[1]),
-        // All null: every row repeats the one before.
-        Some(nulls) if nulls.null_count() == values.len() => {}
-        Some(nulls) => {
-            for (row, (pair, repeat)) in pairs.enumerate() {
-                let (before, valid) = (nulls.is_valid(row), nulls.is_valid(row + 1));
-                // Without branches: a column's nulls come and go with the pods.
-                *repeat &= (before == valid) & (!valid | (pair[0] == pair[1]));
-            }
-        }
-    }
-}
-
 /// The value at `row`; `None` when it is null.
 pub fn value<T: ArrowPrimitiveType>(values: &PrimitiveArray<T>, row: usize) -> Option<T::Native> {
     values.is_valid(row).then(|| values.value(row))
@@ -178,72 +132,6 @@ mod tests {
     use arrow::datatypes::{Field, Schema};
 
     use super::*;
-
-    #[test]
-    fn a_row_repeats_the_one_before_only_when_every_column_does() {
-        let long = "a-string-longer-than-twelve-bytes";
-        let values = StringViewArray::from(vec![
-            Some("gpu-0"),
-            Some("gpu-0"),
-            Some("gpu-1"),
-            None,
-            None,
-            Some(long),
-            Some(long),
-            Some(long),
-        ]);
-        let text = |columns: &[Labels]| repeating_rows(columns, values.len());
-        assert_eq!(
-            text(&[Labels::Text(&values)]),
-            [false, true, false, false, true, false, false, false]
-        );
-        // The long string was copied into the buffer each time, so its views differ (they point
-        // at places of their own): not told equal, and the caller compares the strings.
-        assert_eq!(values.value(5), values.value(6));
-        // Every column must repeat: the index changes at rows 1, 3 (to null), 5 (from null)
-        // and 7; its null slots repeat each other only.
-        let index = Int32Array::from(vec![
-            Some(0),
-            Some(1),
-            Some(1),
-            None,
-            None,
-            Some(5),
-            Some(5),
-            Some(6),
-        ]);
-        assert_eq!(
-            repeating_rows(&[Labels::Int32(&index)], index.len()),
-            [false, false, true, false, true, false, true, false]
-        );
-        assert_eq!(
-            text(&[Labels::Text(&values), Labels::Int32(&index)]),
-            [false, false, false, false, true, false, false, false]
-        );
-        // A null slot's value is arbitrary (here the 0 of the row before): validity decides.
-        let null_after_zero = Int32Array::from(vec![Some(0), None, Some(0)]);
-        assert_eq!(
-            repeating_rows(&[Labels::Int32(&null_after_zero)], 3),
-            [false, false, false]
-        );
-        // Two views of one long string in one place, as Parquet decodes a dictionary page.
-        let mut builder = arrow::array::StringViewBuilder::new();
-        builder.append_value(long);
-        let shared = builder.finish();
-        let views = shared.views().clone();
-        let twice = StringViewArray::try_new(
-            views.iter().chain(views.iter()).copied().collect(),
-            shared.data_buffers().to_vec(),
-            None,
-        )
-        .unwrap();
-        assert_eq!(
-            repeating_rows(&[Labels::Text(&twice)], 2),
-            [false, true],
-            "one long string in one place"
-        );
-        assert!(repeating_rows(&[], 0).is_empty());
-    }
 
     #[test]
     fn columns_are_read_by_name_as_the_type_asked_and_a_missing_one_is_an_error() {

@@ -1,10 +1,11 @@
 //! Folds a group's `gpu_samples` rows into each GPU's readings, as the per-GPU step needs them.
 
 use std::collections::HashMap;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
-use arrow::array::{Array, RecordBatch};
+use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::buffer::NullBuffer;
+use arrow::compute::partition;
 use datafusion::common::{DataFusionError, Result as DfResult};
 use gpuledger_ledger::build::GpuTelemetry;
 use gpuledger_ledger::gpu_hours::{UsageSample, usage_measure};
@@ -12,9 +13,7 @@ use gpuledger_ledger::time::Micros;
 use itertools::Itertools;
 
 use super::GpuKey;
-use crate::columns::{
-    Labels, floats, int32s, repeating_rows, several, strings, text, timestamps, value,
-};
+use crate::columns::{floats, int32s, several, strings, text, timestamps, value};
 use crate::ledger_inputs::GpuKeys;
 
 /// The columns [`SampleFold`] reads: a reading's labels and time, and its measures. The rows
@@ -68,31 +67,21 @@ impl SampleFold {
             (&column.values()[..], nulls)
         });
         // Rows of one GPU and series come in runs: the GPU and the series are looked up once
-        // per run of rows that repeat the labels of the row before (equal views), and the
-        // run's readings are appended together.
-        let rows = batch.num_rows();
-        let repeats = repeating_rows(
-            &[
-                Labels::Int32(&gpu_keys.gpu_index),
-                Labels::Int32(&mig),
-                Labels::Text(&gpu_keys.node),
-                Labels::Text(&gpu_keys.cluster),
-                Labels::Text(&gpu_uuid),
-                Labels::Text(&pod),
-                Labels::Text(&namespace),
-                Labels::Text(&container),
-            ],
-            rows,
-        );
+        // per run of rows whose labels are equal (Arrow's `partition`, a pass per column), and
+        // the run's readings are appended together.
+        let labels: [ArrayRef; 8] = [
+            Arc::new(gpu_keys.gpu_index.clone()),
+            Arc::new(mig.clone()),
+            Arc::new(gpu_keys.node.clone()),
+            Arc::new(gpu_keys.cluster.clone()),
+            Arc::new(gpu_uuid.clone()),
+            Arc::new(pod.clone()),
+            Arc::new(namespace.clone()),
+            Arc::new(container.clone()),
+        ];
         // The GPU of the run before, where the next run most likely belongs too.
         let mut last: Option<usize> = None;
-        let mut start = 0;
-        while start < rows {
-            let end = repeats[start + 1..]
-                .iter()
-                .position(|repeat| !repeat)
-                .map_or(rows, |after| start + 1 + after);
-            let run = std::mem::replace(&mut start, end)..end;
+        for run in partition(&labels)?.ranges() {
             // A row with a NULL time, or without a node or GPU index, is one the query
             // filtered: a run of none else adds no GPU or series.
             let Some(first) = run.clone().find(|&row| ts.is_valid(row)) else {
