@@ -277,6 +277,11 @@ pub fn gpu_hours(
         "each pod's samples sorted by time"
     );
     let gap = config.max_sample_gap;
+    // The time line is cut in two steps. First into segments, at every boundary of what the
+    // GPU's time is (existence, allocations, reservations, faults, prices, hours): a few dozen a
+    // day, each with one owner set, price and class of the unallocated rest, found once. Then
+    // each segment into pieces wherever the reading that stands for the time changes: thousands
+    // a day, each only classified by its reading.
     let mut bounds: Vec<Micros> = Vec::new();
     let mut add_span = |s: &Span| {
         bounds.push(s.start);
@@ -288,10 +293,11 @@ pub fn gpu_hours(
     timeline.faults.iter().for_each(&mut add_span);
     timeline.prices.iter().for_each(|p| add_span(&p.span));
     bounds.extend(window.hours().skip(1));
+    bounds.retain(|t| window.contains(*t) || *t == window.end);
     bounds.sort_unstable();
-    // Sample times are by far the most cuts, each series a sorted sequence: merged with the
-    // rest rather than sorted.
-    let cuts = reading_cuts(&timeline.samples, gap)
+    bounds.dedup();
+    // Each series' cuts are a sorted sequence: merged rather than sorted.
+    let mut reading_cuts = reading_cuts(&timeline.samples, gap)
         .merge(
             timeline
                 .pod_samples
@@ -299,12 +305,10 @@ pub fn gpu_hours(
                 .map(|series| reading_cuts(series, gap))
                 .kmerge(),
         )
-        .merge(bounds)
-        .filter(|t| window.contains(*t) || *t == window.end)
-        .dedup();
+        .peekable();
 
     // Owners and reservation reasons by number, numbered in the order of their values: a
-    // piece finds its row without building a key of strings, and the rows keep the order of
+    // segment finds its rows without building a key of strings, and the rows keep the order of
     // (hour, owner, reason).
     let (owners, owner_of_allocation) = numbered(timeline.allocations.iter().map(|a| owner_of(a)));
     let (reasons, reason_of_reservation) =
@@ -324,87 +328,111 @@ pub fn gpu_hours(
     let mut readings = Readings::new(&timeline.samples);
     let mut rows = Rows::new(timeline);
     let mut existence_cursor = 0;
-    let mut active: Vec<usize> = Vec::new();
-    for piece in cuts
+    // The allocations holding the GPU in a segment, each with its row.
+    let mut active: Vec<(usize, usize)> = Vec::new();
+    for segment in bounds
+        .iter()
         .tuple_windows()
-        .map(|(start, end)| Span::new(start, end))
+        .map(|(&start, &end)| Span::new(start, end))
     {
-        while existence_cursor < existence.len() && existence[existence_cursor].end <= piece.start {
+        while existence_cursor < existence.len() && existence[existence_cursor].end <= segment.start
+        {
             existence_cursor += 1;
         }
-        if existence_cursor == existence.len() || !existence[existence_cursor].contains(piece.start)
+        if existence_cursor == existence.len()
+            || !existence[existence_cursor].contains(segment.start)
         {
             continue;
         }
-        let sample = readings.at(piece.start, gap);
-        let seconds = piece.seconds();
         let price: f64 = timeline
             .prices
             .iter()
-            .filter(|p| p.span.contains(piece.start))
+            .filter(|p| p.span.contains(segment.start))
             .map(|p| p.price_per_hour)
             .sum();
-        let hour = floor_hour(piece.start);
-
+        let hour = floor_hour(segment.start);
         active.clear();
         active.extend(
             (0..timeline.allocations.len())
-                .filter(|&i| timeline.allocations[i].span.contains(piece.start)),
+                .filter(|&i| timeline.allocations[i].span.contains(segment.start))
+                .map(|i| (i, rows.index((hour, Some(owner_of_allocation[i]), None)))),
         );
-        let total_share: f64 = active.iter().map(|&i| timeline.allocations[i].share).sum();
+        let total_share: f64 = active
+            .iter()
+            .map(|&(i, _)| timeline.allocations[i].share)
+            .sum();
         let scale = if total_share > 1.0 {
             1.0 / total_share
         } else {
             1.0
         };
-        for &i in &active {
-            let held = seconds * timeline.allocations[i].share * scale;
-            let sm_active = own_readings[i]
-                .at(piece.start, gap)
-                .and_then(|s| s.sm_active)
-                .or_else(|| sample.and_then(|s| s.sm_active));
-            let builder = rows.get((hour, Some(owner_of_allocation[i]), None));
-            builder.sm_active.add(sm_active, held);
-            builder.add_gpu_reading(sample, held);
-            let entry = &mut builder.row;
-            entry.alloc_seconds += held;
-            let cost = held * price / 3600.0;
-            match sm_active {
-                Some(v) if v < config.idle_threshold => {
-                    entry.allocated_idle_seconds += held;
-                    builder.costs.allocated_idle += cost;
+        let free_share = 1.0 - total_share.min(1.0);
+        let fault = timeline.faults.iter().any(|f| f.contains(segment.start));
+        let reason = if fault {
+            None
+        } else {
+            timeline
+                .reservations
+                .iter()
+                .zip(&reason_of_reservation)
+                .filter(|((s, _), _)| s.contains(segment.start))
+                .map(|(_, &r)| r)
+                .min()
+        };
+        let free_row = (free_share > 0.0).then(|| rows.index((hour, None, reason)));
+
+        let mut start = segment.start;
+        while start < segment.end {
+            let end = loop {
+                match reading_cuts.peek() {
+                    Some(&t) if t <= start => {
+                        reading_cuts.next();
+                    }
+                    Some(&t) if t < segment.end => break t,
+                    _ => break segment.end,
                 }
-                _ => {
-                    entry.busy_seconds += held;
-                    builder.costs.busy += cost;
+            };
+            let piece = Span::new(start, end);
+            start = end;
+            let sample = readings.at(piece.start, gap);
+            let seconds = piece.seconds();
+            for &(i, row) in &active {
+                let held = seconds * timeline.allocations[i].share * scale;
+                let sm_active = own_readings[i]
+                    .at(piece.start, gap)
+                    .and_then(|s| s.sm_active)
+                    .or_else(|| sample.and_then(|s| s.sm_active));
+                let builder = &mut rows.builders[row];
+                builder.sm_active.add(sm_active, held);
+                builder.add_gpu_reading(sample, held);
+                let entry = &mut builder.row;
+                entry.alloc_seconds += held;
+                let cost = held * price / 3600.0;
+                match sm_active {
+                    Some(v) if v < config.idle_threshold => {
+                        entry.allocated_idle_seconds += held;
+                        builder.costs.allocated_idle += cost;
+                    }
+                    _ => {
+                        entry.busy_seconds += held;
+                        builder.costs.busy += cost;
+                    }
                 }
             }
-        }
-        let free = seconds * (1.0 - total_share.min(1.0));
-        if free > 0.0 {
-            let fault = timeline.faults.iter().any(|f| f.contains(piece.start));
-            let reason = if fault {
-                None
-            } else {
-                timeline
-                    .reservations
-                    .iter()
-                    .zip(&reason_of_reservation)
-                    .filter(|((s, _), _)| s.contains(piece.start))
-                    .map(|(_, &r)| r)
-                    .min()
-            };
-            let builder = rows.get((hour, None, reason));
-            builder.add_gpu_reading(sample, free);
-            let (entry, costs) = (&mut builder.row, &mut builder.costs);
-            let cost = free * price / 3600.0;
-            let (seconds, class_cost) = match (fault, reason) {
-                (true, _) => (&mut entry.fault_seconds, &mut costs.fault),
-                (false, Some(_)) => (&mut entry.reserved_seconds, &mut costs.reserved),
-                (false, None) => (&mut entry.unexplained_seconds, &mut costs.unexplained),
-            };
-            *seconds += free;
-            *class_cost += cost;
+            let free = seconds * free_share;
+            if let Some(row) = free_row.filter(|_| free > 0.0) {
+                let builder = &mut rows.builders[row];
+                builder.add_gpu_reading(sample, free);
+                let (entry, costs) = (&mut builder.row, &mut builder.costs);
+                let cost = free * price / 3600.0;
+                let (seconds, class_cost) = match (fault, reason) {
+                    (true, _) => (&mut entry.fault_seconds, &mut costs.fault),
+                    (false, Some(_)) => (&mut entry.reserved_seconds, &mut costs.reserved),
+                    (false, None) => (&mut entry.unexplained_seconds, &mut costs.unexplained),
+                };
+                *seconds += free;
+                *class_cost += cost;
+            }
         }
     }
     rows.into_sorted()
@@ -441,55 +469,39 @@ fn reading_cuts(samples: &[UsageSample], gap: Micros) -> impl Iterator<Item = Mi
 /// (hour, owner, reservation reason), the owner and the reason by their numbers.
 type RowKey = (Micros, Option<usize>, Option<usize>);
 
-/// A GPU's rows being filled, each created on first use. Consecutive pieces mostly fill the
-/// row the piece before filled (the same hour and owner): that one is found without a search.
+/// A GPU's rows being filled, each created on first use.
 struct Rows<'t, 'a> {
     timeline: &'t GpuTimeline<'a>,
     builders: Vec<RowBuilder>,
     index: BTreeMap<RowKey, usize>,
-    /// The last few keys asked and their rows: a piece asks one per owner it charges.
-    recent: Vec<(RowKey, usize)>,
 }
 
 impl<'t, 'a> Rows<'t, 'a> {
-    const RECENT: usize = 4;
-
     fn new(timeline: &'t GpuTimeline<'a>) -> Self {
         Self {
             timeline,
             builders: Vec::new(),
             index: BTreeMap::new(),
-            recent: Vec::with_capacity(Self::RECENT),
         }
     }
 
-    fn get(&mut self, key: RowKey) -> &mut RowBuilder {
-        let at = match self.recent.iter().find(|(k, _)| *k == key) {
-            Some(&(_, at)) => at,
-            None => {
-                let (builders, timeline) = (&mut self.builders, self.timeline);
-                let at = *self.index.entry(key).or_insert_with(|| {
-                    builders.push(RowBuilder {
-                        row: GpuHour {
-                            hour: key.0,
-                            cluster: timeline.cluster.clone(),
-                            node: timeline.node.clone(),
-                            gpu_index: timeline.gpu_index,
-                            gpu_uuid: timeline.gpu_uuid.clone(),
-                            ..GpuHour::default()
-                        },
-                        ..RowBuilder::default()
-                    });
-                    builders.len() - 1
-                });
-                if self.recent.len() == Self::RECENT {
-                    self.recent.remove(0);
-                }
-                self.recent.push((key, at));
-                at
-            }
-        };
-        &mut self.builders[at]
+    /// Where in `builders` the row of `key` is.
+    fn index(&mut self, key: RowKey) -> usize {
+        let (builders, timeline) = (&mut self.builders, self.timeline);
+        *self.index.entry(key).or_insert_with(|| {
+            builders.push(RowBuilder {
+                row: GpuHour {
+                    hour: key.0,
+                    cluster: timeline.cluster.clone(),
+                    node: timeline.node.clone(),
+                    gpu_index: timeline.gpu_index,
+                    gpu_uuid: timeline.gpu_uuid.clone(),
+                    ..GpuHour::default()
+                },
+                ..RowBuilder::default()
+            });
+            builders.len() - 1
+        })
     }
 
     /// The rows in the order of their keys.
