@@ -306,11 +306,7 @@ pub fn node_gpu_hours<'t>(
             .filter(|a| a.gpu_index == gpu_index)
             .collect();
         // Observed: every hour with a sample, and every hour an allocation covers.
-        let mut observed = observed_hours(
-            telemetry
-                .iter()
-                .flat_map(|t| t.samples.iter().map(|s| s.ts)),
-        );
+        let mut observed = observed_hours(telemetry.map_or(&[], |t| &t.samples));
         observed.extend(gpu_allocations.iter().map(|a| whole_hours(a.span)));
         let mut existence: Vec<Span> = match &work.price {
             Some(NodePrice::Billed(segments)) => segments.iter().map(|p| p.span).collect(),

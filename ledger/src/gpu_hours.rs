@@ -543,16 +543,20 @@ pub(crate) fn union(spans: &[Span]) -> Vec<Span> {
     merged
 }
 
-/// Hours spanned by observation: a GPU seen in an hour counts that whole hour.
-pub fn observed_hours(times: impl IntoIterator<Item = Micros>) -> Vec<Span> {
-    // Times mostly come sorted: runs of one hour are one value before the sort.
-    let mut hours: Vec<Micros> = times.into_iter().map(floor_hour).dedup().collect();
-    hours.sort_unstable();
-    hours.dedup();
+/// Hours spanned by observation: a GPU seen in an hour counts that whole hour. `samples` are
+/// sorted by time, so each hour is found with one search past the one before, rather than an
+/// hour taken of every sample (thousands a day).
+pub fn observed_hours(samples: &[UsageSample]) -> Vec<Span> {
+    debug_assert!(samples.is_sorted_by_key(|s| s.ts), "samples sorted by time");
+    let mut hours = Vec::new();
+    let mut rest = samples;
+    while let Some(first) = rest.first() {
+        let hour = floor_hour(first.ts);
+        let end = hour + MICROS_PER_HOUR;
+        hours.push(Span::new(hour, end));
+        rest = &rest[rest.partition_point(|s| s.ts < end)..];
+    }
     hours
-        .into_iter()
-        .map(|h| Span::new(h, h + MICROS_PER_HOUR))
-        .collect()
 }
 
 #[cfg(test)]

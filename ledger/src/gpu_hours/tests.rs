@@ -226,10 +226,33 @@ fn only_seconds_the_gpu_existed_are_counted() {
 
 #[test]
 fn observed_hours_are_whole_hours() {
+    let at = |times: &[i64]| -> Vec<UsageSample> {
+        times
+            .iter()
+            .map(|&ts| UsageSample {
+                ts,
+                sm_active: None,
+                memory_used_share: None,
+                power_w: None,
+            })
+            .collect()
+    };
     assert_eq!(
-        observed_hours([10 * S, 20 * S, HOUR + 5]),
+        observed_hours(&at(&[10 * S, 20 * S, HOUR + 5])),
         [Span::new(0, HOUR), Span::new(HOUR, 2 * HOUR)]
     );
+    // A gap of hours is skipped; a reading on an hour's first microsecond opens that hour, on
+    // its last closes the one before; times before the epoch floor down.
+    assert_eq!(
+        observed_hours(&at(&[-1, HOUR - 1, HOUR, 5 * HOUR - 1, 5 * HOUR - 1])),
+        [
+            Span::new(-HOUR, 0),
+            Span::new(0, HOUR),
+            Span::new(HOUR, 2 * HOUR),
+            Span::new(4 * HOUR, 5 * HOUR),
+        ]
+    );
+    assert_eq!(observed_hours(&[]), []);
 }
 
 #[test]
