@@ -3,14 +3,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
-use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::array::{Array, ArrayRef, Float64Array, RecordBatch};
 use arrow::buffer::NullBuffer;
 use arrow::compute::partition;
 use datafusion::common::{DataFusionError, Result as DfResult};
 use gpuledger_ledger::build::GpuTelemetry;
 use gpuledger_ledger::gpu_hours::{UsageSample, usage_measure};
 use gpuledger_ledger::time::Micros;
-use itertools::Itertools;
+use itertools::{Either, Itertools};
 
 use super::GpuKey;
 use crate::columns::{floats, int32s, several, strings, text, timestamps, value};
@@ -62,10 +62,7 @@ impl SampleFold {
         let mig = int32s(batch, "mig_instance")?;
         let ts = timestamps(batch, "ts")?;
         let measure_columns = several(batch, floats, RawReading::MEASURES)?;
-        let measures: [Measure; 6] = measure_columns.each_ref().map(|column| {
-            let nulls = column.nulls().filter(|n| n.null_count() > 0);
-            (&column.values()[..], nulls)
-        });
+        let measures = Measures::of(&measure_columns);
         // Rows of one GPU and series come in runs: the GPU and the series are looked up once
         // per run of rows whose labels are equal (Arrow's `partition`, a pass per column), and
         // the run's readings are appended together.
@@ -110,9 +107,17 @@ impl SampleFold {
                 text(&pod, first),
                 text(&container, first),
             );
-            raw.rows.extend((first..run.end).filter_map(|row| {
-                Some(RawReading::read(value(&ts, row)?, series, &measures, row))
-            }));
+            let rows = first..run.end;
+            if ts.null_count() == 0 {
+                // Every row is a reading: an extend of known length, written in place.
+                let times = ts.values();
+                raw.rows
+                    .extend(rows.map(|row| RawReading::read(times[row], series, &measures, row)));
+            } else {
+                raw.rows.extend(rows.filter_map(|row| {
+                    Some(RawReading::read(value(&ts, row)?, series, &measures, row))
+                }));
+            }
         }
         Ok(())
     }
@@ -185,9 +190,35 @@ fn as_int(value: f64) -> Option<i32> {
         .then_some(whole as i32)
 }
 
-/// A measure column as [`RawReading::read`] takes it: its values, and its validity when it has
-/// nulls.
-type Measure<'a> = (&'a [f64], Option<&'a NullBuffer>);
+/// A batch's measure columns as [`RawReading::read`] takes them (in the order of
+/// [`RawReading::MEASURES`]): a column's values, and whether a row has one decided per column
+/// where it can be (a column of no nulls, or of nulls only, as a family the input lacks), per
+/// row only for a column of both.
+struct Measures<'a> {
+    values: [&'a [f64]; 6],
+    /// Bit `i` is set when column `i` has no nulls.
+    always: u8,
+    /// The columns with both values and nulls, and their validity.
+    mixed: Vec<(usize, &'a NullBuffer)>,
+}
+
+impl<'a> Measures<'a> {
+    fn of(columns: &'a [Float64Array; 6]) -> Self {
+        let mut measures = Self {
+            values: columns.each_ref().map(|column| &column.values()[..]),
+            always: 0,
+            mixed: Vec::new(),
+        };
+        for (i, column) in columns.iter().enumerate() {
+            match column.nulls() {
+                Some(nulls) if nulls.null_count() == column.len() => {}
+                Some(nulls) if nulls.null_count() > 0 => measures.mixed.push((i, nulls)),
+                _ => measures.always |= 1 << i,
+            }
+        }
+        measures
+    }
+}
 
 /// A series of one GPU: (mig_instance, gpu_uuid, namespace, pod, container).
 type SeriesKey = (
@@ -229,22 +260,21 @@ impl RawReading {
     const FB_USED_MIB: usize = 4;
     const FB_FREE_MIB: usize = 5;
 
-    /// Row `row` of the measure columns (in the order of [`RawReading::MEASURES`]), each as its
-    /// values and, when it has nulls, its validity.
-    fn read(ts: Micros, series: u32, columns: &[Measure; 6], row: usize) -> Self {
-        let mut reading = Self {
+    /// Row `row` of the measure columns.
+    fn read(ts: Micros, series: u32, columns: &Measures, row: usize) -> Self {
+        let present = columns
+            .mixed
+            .iter()
+            .fold(columns.always, |present, (i, nulls)| {
+                present | u8::from(nulls.is_valid(row)) << i
+            });
+        Self {
             ts,
             series,
-            present: 0,
-            measures: [0.0; 6],
-        };
-        for (i, (values, nulls)) in columns.iter().enumerate() {
+            present,
             // A null slot's value is arbitrary: copied, and hidden by its bit.
-            reading.measures[i] = values[row];
-            let valid = nulls.is_none_or(|n| n.is_valid(row));
-            reading.present |= u8::from(valid) << i;
+            measures: columns.values.map(|values| values[row]),
         }
-        reading
     }
 
     fn get(&self, i: usize) -> Option<f64> {
@@ -361,14 +391,17 @@ impl RawGpu {
         let mut of_series: Vec<Vec<UsageSample>> = vec![Vec::new(); self.series.len()];
         // Rows come in runs sorted by (time, series): a file's rows are sorted by series and
         // time, and the day's files arrive interleaved with the last minutes of the day before.
-        // The runs are merged as they are read, with no sort and no copy of the rows.
+        // The runs are merged as they are read, with no sort and no copy of the rows; rows
+        // already in order (one run, as a GPU of one series whose files came in time order)
+        // are read straight through.
         let key = |r: &RawReading| (r.ts, r.series);
-        let mut rows = self
-            .rows
-            .chunk_by(|a, b| key(a) <= key(b))
-            .kmerge_by(|a, b| key(a) < key(b))
-            .copied()
-            .peekable();
+        let runs: Vec<&[RawReading]> = self.rows.chunk_by(|a, b| key(a) <= key(b)).collect();
+        let mut rows = match runs[..] {
+            [] | [_] => Either::Left(self.rows.iter()),
+            _ => Either::Right(runs.into_iter().kmerge_by(|a, b| key(a) < key(b))),
+        }
+        .copied()
+        .peekable();
         while let Some(mut reading) = rows.next() {
             while let Some(next) =
                 rows.next_if(|n| (n.ts, n.series) == (reading.ts, reading.series))

@@ -365,6 +365,13 @@ fn framebuffer_share_is_read_from_a_series_merged_rows() {
     // 20 / (20 + 60) at 30; at 60 the pod's series (0.4) over the GPU's (0.1).
     assert_eq!(shares("n1"), [(30, Some(0.25)), (60, Some(0.4))]);
     assert_eq!(shares("n2"), [(30, None), (60, None)]);
+    // A measure whose column is null throughout (power here) is never read, as zero or else.
+    assert!(
+        telemetry
+            .values()
+            .flat_map(|t| t.samples.iter().chain(t.pod_samples.values().flatten()))
+            .all(|s| s.power_w.is_none())
+    );
 }
 
 /// Rows take their GPU and series by runs of repeating labels; a filtered row (NULL time) is
