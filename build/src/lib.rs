@@ -14,7 +14,7 @@
 pub mod error;
 mod inputs;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray};
@@ -425,7 +425,7 @@ async fn build_day(
 ) -> Result<ComputedDay, BuildError> {
     // The day's inputs are read side by side: each is a small query, mostly planning and
     // catalog reads.
-    let (events, billing, usage, stored) = futures::try_join!(
+    let (events, billing, usage, mut stored) = futures::try_join!(
         inputs::events(ctx, window),
         inputs::billing(ctx, window).err_into(),
         inputs::usage(ctx, window).err_into(),
@@ -464,33 +464,46 @@ async fn build_day(
         let recomputed = dirty.reach().unwrap_or(window);
         inputs.nodes.truncate(declared_nodes);
         let whole_day = dirty.is_whole(window);
-        let kept: Vec<_> = stored
+        // The stored rows are moved, not copied: only this first round keeps any (a second
+        // round builds the whole day).
+        let read_nodes: Option<BTreeSet<(&str, &str)>> = scope.as_ref().map(|nodes| {
+            nodes
+                .iter()
+                .map(|(c, n)| (c.as_str(), n.as_str()))
+                .collect()
+        });
+        let uuids: HashMap<(&str, &str, u32), &String> = identities
+            .uuids
             .iter()
-            .filter(|r| !whole_day && !dirty.covers(&r.cluster, &r.node, r.hour))
-            .map(|r| {
-                let node = (r.cluster.clone(), r.node.clone());
-                let read = scope.as_ref().is_none_or(|nodes| nodes.contains(&node));
-                GpuHour {
-                    // A node whose telemetry was read again takes the UUID it names now.
-                    gpu_uuid: if read {
-                        identities
-                            .uuids
-                            .get(&(node.0, node.1, r.gpu_index))
-                            .cloned()
-                    } else {
-                        r.gpu_uuid.clone()
-                    },
-                    ..r.clone()
-                }
-            })
+            .map(|((c, n, gpu), uuid)| ((c.as_str(), n.as_str(), *gpu), uuid))
             .collect();
-        let kept_gpus: Vec<_> = kept
-            .iter()
-            .map(|r| (r.cluster.clone(), r.node.clone(), r.gpu_index))
+        let kept: Vec<GpuHour> = std::mem::take(&mut stored)
+            .into_iter()
+            .filter(|r| !whole_day && !dirty.covers(&r.cluster, &r.node, r.hour))
+            .map(|mut r| {
+                let node = (r.cluster.as_str(), r.node.as_str());
+                // A node whose telemetry was read again takes the UUID it names now.
+                if read_nodes
+                    .as_ref()
+                    .is_none_or(|nodes| nodes.contains(&node))
+                {
+                    r.gpu_uuid = uuids
+                        .get(&(node.0, node.1, r.gpu_index))
+                        .map(|u| (*u).clone());
+                }
+                r
+            })
             .collect();
         add_undeclared_nodes(
             &mut inputs,
-            identities.gpus.iter().cloned().chain(kept_gpus),
+            identities
+                .gpus
+                .iter()
+                .map(|(cluster, node, gpu)| (cluster.as_str(), node.as_str(), *gpu))
+                .chain(
+                    kept.iter()
+                        .map(|r| (r.cluster.as_str(), r.node.as_str(), r.gpu_index)),
+                ),
         );
         let mut prepared = prepare(&inputs, &dirty.hours);
         let mut works = std::mem::take(&mut prepared.nodes);
@@ -661,36 +674,38 @@ fn uuid_suffix() -> String {
 /// Nodes the catalog does not declare come from `node_up` events, else from the GPUs seen in
 /// telemetry or in the day's stored rows (`seen_gpus`; on demand, priced by the rate card): a
 /// node is never silently ignored.
-fn add_undeclared_nodes(
+fn add_undeclared_nodes<'a>(
     inputs: &mut LedgerInputs,
-    seen_gpus: impl Iterator<Item = (String, String, u32)>,
+    seen_gpus: impl Iterator<Item = (&'a str, &'a str, u32)>,
 ) {
-    let mut known: BTreeSet<(String, String)> = inputs
+    let declared: BTreeSet<(&str, &str)> = inputs
         .nodes
         .iter()
-        .map(|n| (n.cluster.clone(), n.node.clone()))
+        .map(|n| (n.cluster.as_str(), n.node.as_str()))
         .collect();
     let mut discovered: BTreeMap<(String, String), Node> = BTreeMap::new();
     for event in &inputs.events {
         if let (Some(gpuledger_ledger::allocation::EventKind::NodeUp), Some(node)) =
             (event.kind, &event.node)
+            && !declared.contains(&(event.cluster.as_str(), node.as_str()))
         {
-            let key = (event.cluster.clone(), node.clone());
-            if !known.contains(&key) {
-                discovered.insert(
-                    key,
-                    undeclared_node(&event.cluster, node, event.gpus.unwrap_or(0.0) as u32),
-                );
-            }
+            discovered.insert(
+                (event.cluster.clone(), node.clone()),
+                undeclared_node(&event.cluster, node, event.gpus.unwrap_or(0.0) as u32),
+            );
         }
     }
-    known.extend(discovered.keys().cloned());
+    // A node an event brought up keeps the GPUs the event counts.
+    let brought_up: BTreeSet<(String, String)> = discovered.keys().cloned().collect();
     for (cluster, node, gpu) in seen_gpus {
-        let key = (cluster.clone(), node.clone());
-        if !known.contains(&key) {
+        if declared.contains(&(cluster, node)) {
+            continue;
+        }
+        let key = (cluster.to_string(), node.to_string());
+        if !brought_up.contains(&key) {
             let entry = discovered
                 .entry(key)
-                .or_insert_with(|| undeclared_node(&cluster, &node, 0));
+                .or_insert_with(|| undeclared_node(cluster, node, 0));
             entry.gpu_count = entry.gpu_count.max(gpu + 1);
         }
     }
@@ -790,4 +805,60 @@ pub async fn balance_in(
         rate_card,
         accounted,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuledger_ledger::allocation::{Event, EventKind};
+
+    /// A node the catalog does not declare joins the day's nodes once: with the GPUs a
+    /// `node_up` event counts (the last one's, whatever the telemetry shows), else one past
+    /// the highest GPU index seen in telemetry or stored rows. A declared node is left as it is.
+    #[test]
+    fn undeclared_nodes_join_once_with_the_gpus_they_show() {
+        let node_up = |node: &str, gpus: f64, ts: Micros| Event {
+            ts,
+            kind: Some(EventKind::NodeUp),
+            cluster: "c".into(),
+            node: Some(node.into()),
+            gpus: Some(gpus),
+            ..Event::default()
+        };
+        let mut inputs = LedgerInputs {
+            nodes: vec![undeclared_node("c", "declared", 8)],
+            events: vec![
+                node_up("up", 2.0, 0),
+                node_up("up", 4.0, 10),
+                node_up("declared", 1.0, 0),
+            ],
+            ..LedgerInputs::default()
+        };
+        add_undeclared_nodes(
+            &mut inputs,
+            [
+                ("c", "declared", 11),
+                ("c", "up", 6),
+                ("c", "seen", 1),
+                ("c", "seen", 5),
+                ("c", "seen", 2),
+                ("other", "seen", 0),
+            ]
+            .into_iter(),
+        );
+        let nodes: Vec<(&str, &str, u32)> = inputs
+            .nodes
+            .iter()
+            .map(|n| (n.cluster.as_str(), n.node.as_str(), n.gpu_count))
+            .collect();
+        assert_eq!(
+            nodes,
+            [
+                ("c", "declared", 8),
+                ("c", "seen", 6),
+                ("c", "up", 4),
+                ("other", "seen", 1)
+            ]
+        );
+    }
 }

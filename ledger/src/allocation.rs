@@ -248,23 +248,33 @@ pub fn build_allocations(
     let mut warnings = Vec::new();
     let events = canonical_events(events);
     let runs = pair_runs(&events, window, &mut warnings);
+    // Looked up by the events' own text, with no key built per run.
+    let nodes: HashMap<(&str, &str), &NodeGpus> = nodes
+        .iter()
+        .map(|((cluster, node), gpus)| ((cluster.as_str(), node.as_str()), gpus))
+        .collect();
+    let pod_gpus: HashMap<[&str; 4], &Vec<u32>> = pod_gpus
+        .iter()
+        .map(|((cluster, node, namespace, pod), gpus)| {
+            ([cluster, node, namespace, pod].map(String::as_str), gpus)
+        })
+        .collect();
     let mut allocations = Vec::new();
     let mut unresolved = Vec::new();
     for run in runs {
         let event = run.start_event;
-        let subject = describe(event);
         let Some(node_name) = event.node.clone() else {
             warnings.push(Warning {
                 ts: event.ts,
-                subject,
+                subject: describe(event),
                 message: "start event names no node; not allocated".into(),
             });
             continue;
         };
-        let Some(node) = nodes.get(&(event.cluster.clone(), node_name.clone())) else {
+        let Some(node) = nodes.get(&(event.cluster.as_str(), node_name.as_str())) else {
             warnings.push(Warning {
                 ts: event.ts,
-                subject,
+                subject: describe(event),
                 message: format!("node {node_name} is not in the inventory; not allocated"),
             });
             continue;
@@ -282,7 +292,7 @@ pub fn build_allocations(
             Err(message) => {
                 warnings.push(Warning {
                     ts: event.ts,
-                    subject,
+                    subject: describe(event),
                     message,
                 });
                 continue;
@@ -303,12 +313,9 @@ pub fn build_allocations(
             gpu_source: GpuSource::Event,
         };
         let telemetry = match (&event.namespace, &event.pod) {
-            (Some(ns), Some(pod)) => pod_gpus.get(&(
-                event.cluster.clone(),
-                node_name.clone(),
-                ns.clone(),
-                pod.clone(),
-            )),
+            (Some(ns), Some(pod)) => pod_gpus
+                .get(&[&event.cluster, &node_name, ns, pod].map(String::as_str))
+                .copied(),
             _ => None,
         };
         let (indices, source) = if !event.gpu_indices.is_empty() {
