@@ -161,12 +161,8 @@ fn main() {
     // of them, 5 unless told, e.g. more for a profile): each time only that hour (and the
     // next, where its last sample still stands) of that node is recomputed. The hours are the
     // fleet's own samples again, as a retried push lands them: the ledger stays the same.
-    let runs: i64 = std::env::var("GPULEDGER_BENCH_RUNS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(5)
-        .max(1);
-    let mut times: Vec<f64> = (0..runs)
+    let runs = fleet::bench_runs();
+    let times: Vec<f64> = (0..runs as i64)
         .map(|run| {
             let hour = week.start + 3 * MICROS_PER_DAY + (10 + run % 12) * MICROS_PER_HOUR;
             let late = Span::new(hour, hour + MICROS_PER_HOUR);
@@ -189,12 +185,11 @@ fn main() {
             took
         })
         .collect();
-    times.sort_by(f64::total_cmp);
     println!(
         "ledger_build/late_hour: 1 day, 2 hours of 1 node recomputed, median {:.2} s of {runs} \
          (min {:.2}, max {:.2})",
-        times[times.len() / 2],
-        times[0],
-        times[times.len() - 1]
+        median(times.clone()),
+        times.iter().copied().fold(f64::INFINITY, f64::min),
+        times.iter().copied().fold(0.0, f64::max),
     );
 }

@@ -464,8 +464,6 @@ async fn build_day(
         let recomputed = dirty.reach().unwrap_or(window);
         inputs.nodes.truncate(declared_nodes);
         let whole_day = dirty.is_whole(window);
-        // The stored rows are moved, not copied: only this first round keeps any (a second
-        // round builds the whole day).
         let read_nodes: Option<BTreeSet<(&str, &str)>> = scope.as_ref().map(|nodes| {
             nodes
                 .iter()
@@ -477,6 +475,8 @@ async fn build_day(
             .iter()
             .map(|((c, n, gpu), uuid)| ((c.as_str(), n.as_str(), *gpu), uuid))
             .collect();
+        // The stored rows are moved, not copied: only this first round keeps any (a second
+        // round builds the whole day).
         let kept: Vec<GpuHour> = std::mem::take(&mut stored)
             .into_iter()
             .filter(|r| !whole_day && !dirty.covers(&r.cluster, &r.node, r.hour))

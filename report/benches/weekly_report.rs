@@ -32,11 +32,7 @@ fn main() {
     assert!(days.iter().all(|d| d.balance.balances()));
     let week: IsoWeek = "2026-W45".parse().unwrap();
     let limits = TenantLimits::default();
-    let runs: usize = std::env::var("GPULEDGER_BENCH_RUNS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(5)
-        .max(1);
+    let runs = fleet::bench_runs();
     let mut times: Vec<(f64, f64)> = (0..runs)
         .map(|_| {
             let started = Instant::now();

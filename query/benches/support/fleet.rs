@@ -415,3 +415,13 @@ async fn gpuledger_ingest_focus(
     );
     Ok(ingest(lake, input, options).await?.rows_landed())
 }
+
+/// How many times a bench repeats its timed step: `GPULEDGER_BENCH_RUNS` (more for a profile),
+/// 5 unless told, at least 1.
+pub fn bench_runs() -> usize {
+    std::env::var("GPULEDGER_BENCH_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(5)
+        .max(1)
+}
