@@ -358,3 +358,35 @@ fn allocations_do_not_depend_on_event_order() {
         assert_eq!(build(&doubled).0, expected, "order {step}");
     }
 }
+
+#[test]
+fn ties_and_warnings_come_in_the_order_of_the_runs_keys() {
+    // Six pods share GPU 0 from 1h (a tenth each): their allocations tie on GPU and start, and
+    // are listed by workload; four starts that name no node warn in the same order. The events
+    // arrive in reverse.
+    let pods = ["p0", "p1", "p2", "p3", "p4", "p5"];
+    let mut events: Vec<Event> = pods
+        .iter()
+        .map(|pod| Event {
+            gpu_indices: vec![0],
+            gpu_fraction: Some(0.1),
+            ..event(H, EventKind::Start, pod)
+        })
+        .collect();
+    events.extend(["q0", "q1", "q2", "q3"].map(|pod| Event {
+        node: None,
+        ..event(H, EventKind::Start, pod)
+    }));
+    events.reverse();
+    let (allocations, warnings) = build(&events);
+    let listed: Vec<_> = allocations
+        .iter()
+        .map(|a| a.pod.as_deref().unwrap())
+        .collect();
+    assert_eq!(listed, pods);
+    let warned: Vec<_> = warnings.iter().map(|w| w.subject.as_str()).collect();
+    assert_eq!(warned.len(), 4);
+    for (subject, pod) in warned.iter().zip(["q0", "q1", "q2", "q3"]) {
+        assert!(subject.contains(pod), "{subject} should name {pod}");
+    }
+}
