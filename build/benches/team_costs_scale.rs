@@ -19,7 +19,7 @@ mod fleet;
 
 use std::time::Instant;
 
-use duckdb::{DuckDb, median};
+use duckdb::{DuckDb, median, process_cpu_seconds};
 use gpuledger_build::{build_ledger, input_days};
 use gpuledger_ledger::time::MICROS_PER_SECOND;
 
@@ -52,19 +52,21 @@ fn main() {
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let fleet = fleet::land_sized(&runtime, size);
-    let started = Instant::now();
+    let (started, cpu_before) = (Instant::now(), process_cpu_seconds());
     let days = runtime
         .block_on(async {
             let days = input_days(&fleet.lake).await.unwrap();
             build_ledger(&fleet.lake, &fleet.declared, days).await
         })
         .unwrap();
+    let build = started.elapsed().as_secs_f64();
+    let build_cpu = process_cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
     let rows: usize = days.iter().map(|d| d.gpu_hour_rows).sum();
     assert!(days.iter().all(|d| d.balance.balances()));
     println!(
-        "team_costs_scale/setup_ledger: {} days, {rows} gpu_hours rows, balanced, built in {:.1} s",
+        "team_costs_scale/setup_ledger: {} days, {rows} gpu_hours rows, balanced, built in {build:.1} s, {} CPU",
         days.len(),
-        started.elapsed().as_secs_f64()
+        build_cpu.map_or("?".into(), |cpu| format!("{cpu:.1} s")),
     );
 
     let to = fleet.first + chrono::Days::new(size.days as u64);
@@ -87,7 +89,8 @@ fn main() {
                     .sum::<usize>(),
                 fleet::TEAMS.len()
             );
-            top = arrow::array::AsArray::as_string::<i32>(batches[0].column(0))
+            top = gpuledger_query::columns::strings(&batches[0], "team")
+                .unwrap()
                 .value(0)
                 .to_string();
             elapsed
