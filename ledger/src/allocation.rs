@@ -424,7 +424,7 @@ fn pair_runs<'a>(events: &[&'a Event], window: Span, warnings: &mut Vec<Warning>
     }
     // In key order, so that the same events give the same runs in the same order.
     let mut by_key: Vec<_> = by_key.into_iter().collect();
-    by_key.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+    by_key.sort_unstable_by_key(|(key, _)| *key);
     let mut runs = Vec::new();
     for (_, mut events) in by_key {
         // Stable on the canonical order: ties keep it.
