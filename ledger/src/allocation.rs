@@ -263,7 +263,7 @@ pub fn build_allocations(
     let mut unresolved = Vec::new();
     for run in runs {
         let event = run.start_event;
-        let Some(node_name) = event.node.clone() else {
+        let Some(node_name) = event.node.as_deref() else {
             warnings.push(Warning {
                 ts: event.ts,
                 subject: describe(event),
@@ -271,7 +271,7 @@ pub fn build_allocations(
             });
             continue;
         };
-        let Some(node) = nodes.get(&(event.cluster.as_str(), node_name.as_str())) else {
+        let Some(node) = nodes.get(&(event.cluster.as_str(), node_name)) else {
             warnings.push(Warning {
                 ts: event.ts,
                 subject: describe(event),
@@ -300,7 +300,7 @@ pub fn build_allocations(
         };
         let template = Allocation {
             cluster: event.cluster.clone(),
-            node: node_name.clone(),
+            node: node_name.to_string(),
             gpu_index: 0,
             namespace: event.namespace.clone(),
             workload: event.workload.clone(),
@@ -312,9 +312,9 @@ pub fn build_allocations(
             end_reason: run.end_reason,
             gpu_source: GpuSource::Event,
         };
-        let telemetry = match (&event.namespace, &event.pod) {
+        let telemetry = match (event.namespace.as_deref(), event.pod.as_deref()) {
             (Some(ns), Some(pod)) => pod_gpus
-                .get(&[&event.cluster, &node_name, ns, pod].map(String::as_str))
+                .get(&[event.cluster.as_str(), node_name, ns, pod])
                 .copied(),
             _ => None,
         };
