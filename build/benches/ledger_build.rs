@@ -24,7 +24,7 @@ mod fleet;
 
 use std::time::Instant;
 
-use duckdb::{DuckDb, median, process_cpu_seconds};
+use duckdb::{DuckDb, median, process_cpu_seconds, spread};
 use fleet::{TEAMS, telemetry, write};
 use gpuledger_build::{build_ledger, days_between, input_days};
 use gpuledger_lake::tables::Table;
@@ -120,7 +120,7 @@ fn main() {
     drop(peer);
 
     let sql = "SELECT * FROM team_costs('2026-11-02', '2026-11-09') ORDER BY total_cost DESC";
-    let mut times: Vec<f64> = (0..5)
+    let times: Vec<f64> = (0..5)
         .map(|_| {
             let started = Instant::now();
             let batches =
@@ -135,11 +135,8 @@ fn main() {
             started.elapsed().as_secs_f64() * 1000.0
         })
         .collect();
-    times.sort_by(f64::total_cmp);
-    println!(
-        "ledger_build/team_costs_week: median {:.1} ms (min {:.1}, max {:.1})",
-        times[2], times[0], times[4]
-    );
+    let (middle, least, most) = spread(&times);
+    println!("ledger_build/team_costs_week: median {middle:.1} ms (min {least:.1}, max {most:.1})");
 
     // `ledger build` with no range and nothing new: the days it looks at, and none rebuilt.
     let started = Instant::now();
@@ -185,11 +182,9 @@ fn main() {
             took
         })
         .collect();
+    let (middle, least, most) = spread(&times);
     println!(
-        "ledger_build/late_hour: 1 day, 2 hours of 1 node recomputed, median {:.2} s of {runs} \
-         (min {:.2}, max {:.2})",
-        median(times.clone()),
-        times.iter().copied().fold(f64::INFINITY, f64::min),
-        times.iter().copied().fold(0.0, f64::max),
+        "ledger_build/late_hour: 1 day, 2 hours of 1 node recomputed, median {middle:.2} s of {runs} \
+         (min {least:.2}, max {most:.2})",
     );
 }

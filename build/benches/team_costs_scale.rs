@@ -19,7 +19,7 @@ mod fleet;
 
 use std::time::Instant;
 
-use duckdb::{DuckDb, median, process_cpu_seconds};
+use duckdb::{DuckDb, median, process_cpu_seconds, spread};
 use gpuledger_build::{build_ledger, input_days};
 use gpuledger_ledger::time::MICROS_PER_SECOND;
 
@@ -96,7 +96,7 @@ fn main() {
             elapsed
         })
         .collect();
-    let ours = median(times.clone());
+    let (ours, least, most) = spread(&times);
     let mut peer = DuckDb::over(fleet.data_dir(), &["cost_entries", "gpu_hours"]);
     peer.threads(2);
     let peer_sql = PEER_TEAM_COSTS.replace("DAYS", &size.days.to_string());
@@ -113,8 +113,8 @@ fn main() {
         size.nodes * 8,
         size.days,
         ours,
-        times.iter().copied().fold(f64::INFINITY, f64::min),
-        times.iter().copied().fold(0.0, f64::max),
+        least,
+        most,
         peer.version,
         ours / theirs
     );

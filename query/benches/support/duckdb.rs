@@ -129,7 +129,17 @@ pub fn process_cpu_seconds() -> Option<f64> {
 }
 
 /// The median of `times`.
-pub fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+pub fn median(times: Vec<f64>) -> f64 {
+    spread(&times).0
+}
+
+/// The median, least and greatest of `times` (at least one), as the benches print them.
+pub fn spread(times: &[f64]) -> (f64, f64, f64) {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    (
+        sorted[sorted.len() / 2],
+        sorted[0],
+        sorted[sorted.len() - 1],
+    )
 }
