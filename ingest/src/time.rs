@@ -1,9 +1,10 @@
 //! Timestamps as the sources write them, read one way by every parser: RFC 3339 with an offset,
 //! or a naive local time in the input's time zone (`--tz`, Slurm without `TZ=UTC`); and the one
 //! range every landed time keeps, so an impossible time is a quarantined record, never a panic
-//! further down (the lake partitions by its date).
+//! further down (the lake partitions by its date). Durations read from input (kubectl's ages,
+//! sacct's Elapsed) are bounded by the same range, so arithmetic on instants cannot overflow.
 
-use chrono::{DateTime, LocalResult, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, LocalResult, NaiveDateTime, TimeDelta, TimeZone, Utc};
 use chrono_tz::Tz;
 
 /// 10000-01-01T00:00:00Z in µs. Every time a parser lands is from 1970-01-01 up to this (not
@@ -25,6 +26,23 @@ pub(crate) fn landable(time: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
             time.to_rfc3339()
         ))
     }
+}
+
+/// A duration of `seconds` read from input, if it fits in the lake's range (1970 to 9999): a
+/// longer one cannot separate two landable times, and chrono panics on instants beyond its own.
+pub(crate) fn duration(seconds: u64) -> Result<TimeDelta, String> {
+    i64::try_from(seconds)
+        .ok()
+        .filter(|s| *s <= MAX_TIME_MICROS / 1_000_000)
+        .and_then(TimeDelta::try_seconds)
+        .ok_or_else(|| format!("{seconds} s is longer than 1970-01-01 to 9999-12-31"))
+}
+
+/// `at` less a duration read from input, when the lake keeps that time; else the reason.
+pub(crate) fn before(at: DateTime<Utc>, duration: TimeDelta) -> Result<DateTime<Utc>, String> {
+    at.checked_sub_signed(duration)
+        .ok_or_else(|| format!("{} less {duration} is before any date", at.to_rfc3339()))
+        .and_then(landable)
 }
 
 /// A timestamp: RFC 3339, or naive local time in `tz`. A local time repeated when clocks go
@@ -120,5 +138,30 @@ mod tests {
             Err("1969-12-31T23:59:59+00:00 is outside 1970-01-01 to 9999-12-31".into())
         );
         assert!(!is_landable(MAX_TIME_MICROS));
+    }
+
+    #[test]
+    fn durations_from_input_stay_inside_the_lakes_range() {
+        assert_eq!(duration(90), Ok(TimeDelta::seconds(90)));
+        // 1970-01-01 to 10000-01-01 is the longest duration taken, a second more is refused.
+        assert_eq!(
+            duration(253_402_300_800),
+            Ok(TimeDelta::seconds(253_402_300_800))
+        );
+        assert_eq!(
+            duration(253_402_300_801),
+            Err("253402300801 s is longer than 1970-01-01 to 9999-12-31".into())
+        );
+        assert!(duration(u64::MAX).is_err());
+        assert_eq!(
+            before(utc("2026-12-06T00:00:10Z"), duration(86_400).unwrap()),
+            Ok(utc("2026-12-05T00:00:10Z"))
+        );
+        // Before chrono's earliest instant there is no date, and no panic.
+        assert!(
+            before(DateTime::<Utc>::MIN_UTC, TimeDelta::seconds(1))
+                .unwrap_err()
+                .ends_with("is before any date")
+        );
     }
 }

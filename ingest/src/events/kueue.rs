@@ -279,7 +279,9 @@ impl EventsTable {
             workload: Some(workload.to_string()),
             ..Subject::default()
         };
-        let mut event = Event::new(Source::Kueue, &subject, ctx.at - age, kind);
+        let at =
+            crate::time::before(ctx.at, age).map_err(|reason| Bad::new("LAST SEEN", reason))?;
+        let mut event = Event::new(Source::Kueue, &subject, at, kind);
         event.reason = reason.filter(|r| !r.is_empty());
         Ok(vec![event])
     }
@@ -288,19 +290,21 @@ impl EventsTable {
         &self,
         leading: &[&'l str],
     ) -> Result<(Option<&'l str>, TimeDelta), Bad> {
-        let age = |text: &str| {
-            parse_age(text).ok_or_else(|| {
-                Bad::new(
-                    "LAST SEEN",
-                    format!("'{text}' is not an age like 33s, 2m10s or 3d4h"),
-                )
-            })
+        let in_range = |seconds| {
+            crate::time::duration(seconds).map_err(|reason| Bad::new("LAST SEEN", reason))
+        };
+        let age = |text: &str| match age_seconds(text) {
+            Some(seconds) => in_range(seconds),
+            None => Err(Bad::new(
+                "LAST SEEN",
+                format!("'{text}' is not an age like 33s, 2m10s or 3d4h"),
+            )),
         };
         let unexpected = || Bad::new("TYPE", "expected Normal or Warning in the TYPE column");
         match (self.leading, leading) {
             (None, []) => Ok((None, TimeDelta::zero())),
-            (None, [one]) => match parse_age(one) {
-                Some(age) => Ok((None, age)),
+            (None, [one]) => match age_seconds(one) {
+                Some(seconds) => Ok((None, in_range(seconds)?)),
                 None => Ok((Some(*one), TimeDelta::zero())),
             },
             (None, [namespace, last_seen]) => Ok((Some(*namespace), age(last_seen)?)),
@@ -358,18 +362,15 @@ fn leading_tokens<'l>(tokens: &[(usize, &'l str)]) -> Option<(Vec<&'l str>, usiz
     Some((leading, type_at))
 }
 
-/// kubectl's age column: `33s`, `2m10s`, `5h`, `3d4h`, `2y10d`.
-fn parse_age(text: &str) -> Option<TimeDelta> {
-    let mut seconds: i64 = 0;
-    let mut number: Option<i64> = None;
+/// kubectl's age column in seconds: `33s`, `2m10s`, `5h`, `3d4h`, `2y10d`; `None` for text of
+/// another shape. Past 64 bits it saturates, for [`crate::time::duration`] to refuse.
+fn age_seconds(text: &str) -> Option<u64> {
+    let mut seconds: u64 = 0;
+    let mut number: Option<u64> = None;
     for c in text.chars() {
         if let Some(digit) = c.to_digit(10) {
-            number = Some(
-                number
-                    .unwrap_or(0)
-                    .checked_mul(10)?
-                    .checked_add(i64::from(digit))?,
-            );
+            let number = number.get_or_insert(0);
+            *number = number.saturating_mul(10).saturating_add(u64::from(digit));
             continue;
         }
         let unit = match c {
@@ -380,7 +381,7 @@ fn parse_age(text: &str) -> Option<TimeDelta> {
             'y' => 365 * 86_400,
             _ => return None,
         };
-        seconds = seconds.checked_add(number.take()?.checked_mul(unit)?)?;
+        seconds = seconds.saturating_add(number.take()?.saturating_mul(unit));
     }
-    (number.is_none() && !text.is_empty()).then(|| TimeDelta::seconds(seconds))
+    (number.is_none() && !text.is_empty()).then_some(seconds)
 }

@@ -255,31 +255,36 @@ fn job_span(
 }
 
 /// ElapsedRaw (`5400`) or Elapsed (`[D-][HH:]MM:SS`, as sacct prints durations); `INVALID`,
-/// sacct's word for a negative time, is no length.
+/// sacct's word for a negative time, and a negative ElapsedRaw are no length.
 fn elapsed_time(text: &str) -> Result<Option<TimeDelta>, String> {
     if text == "INVALID" {
         return Ok(None);
     }
     let unreadable = || format!("'{text}' is not a duration (expected seconds or [D-]HH:MM:SS)");
     if let Ok(seconds) = text.parse::<i64>() {
-        return Ok(Some(TimeDelta::seconds(seconds)));
+        return u64::try_from(seconds)
+            .ok()
+            .map(crate::time::duration)
+            .transpose();
     }
+    let number = |part: &str| part.parse::<u64>().map_err(|_| unreadable());
     let (days, clock) = match text.split_once('-') {
-        Some((days, clock)) => (days.parse::<i64>().map_err(|_| unreadable())?, clock),
+        Some((days, clock)) => (number(days)?, clock),
         None => (0, text),
     };
-    let parts: Vec<i64> = clock
-        .split(':')
-        .map(|part| part.parse::<i64>().map_err(|_| unreadable()))
-        .collect::<Result<_, _>>()?;
+    let parts: Vec<u64> = clock.split(':').map(number).collect::<Result<_, _>>()?;
     let (hours, minutes, seconds) = match parts[..] {
         [hours, minutes, seconds] => (hours, minutes, seconds),
         [minutes, seconds] => (0, minutes, seconds),
         _ => return Err(unreadable()),
     };
-    Ok(Some(TimeDelta::seconds(
-        ((days * 24 + hours) * 60 + minutes) * 60 + seconds,
-    )))
+    // Saturates past 64 bits, for `duration` to refuse as too long.
+    let total = [(days, 86_400), (hours, 3_600), (minutes, 60), (seconds, 1)]
+        .iter()
+        .fold(0u64, |total, (count, unit)| {
+            total.saturating_add(count.saturating_mul(*unit))
+        });
+    crate::time::duration(total).map(Some)
 }
 
 /// The subject with `tres`'s GPUs shared evenly over `parts` nodes.

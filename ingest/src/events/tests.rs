@@ -1492,6 +1492,104 @@ fn slurm_lines_no_reading_makes_consistent_are_rejected() {
     );
 }
 
+/// Durations read from input (kubectl's LAST SEEN, sacct's Elapsed) are bounded by the lake's
+/// range before any arithmetic on instants: one longer than 1970 to 9999, or one that reaches
+/// before 1970, is a rejected line that names its field, not a panic (the fuzzer found
+/// `ctx.at - age` overflowing chrono).
+#[test]
+fn durations_past_the_calendar_are_rejected_lines() {
+    let table = "\
+NAMESPACE   LAST SEEN          TYPE      REASON     OBJECT                     MESSAGE
+team-a      4999999999999m10s  Normal    Admitted   workload/job-train-a-4fbeb Admitted by ClusterQueue gpu-cq
+team-a      99999999999999999999999y  Normal  Admitted  workload/job-train-b-4fbeb  Admitted by ClusterQueue gpu-cq
+team-a      60y                Normal    Admitted   workload/job-train-c-4fbeb Admitted by ClusterQueue gpu-cq
+team-a      1d                 Normal    Admitted   workload/job-train-d-4fbeb Admitted by ClusterQueue gpu-cq
+";
+    let (stats, sink) = run(table, &ctx());
+    assert_eq!((stats.records, stats.events, stats.rejected), (4, 1, 3));
+    // ctx's time is 2026-07-06T14:00:00Z.
+    let landed: Vec<_> = rows(&sink)
+        .into_iter()
+        .map(|r| (r.workload.unwrap(), r.ts))
+        .collect();
+    assert_eq!(
+        landed,
+        [("train-d".to_string(), "2026-07-05T14:00:00Z".to_string())]
+    );
+    assert_eq!(
+        sink.rejected(),
+        [
+            (
+                2,
+                "LAST SEEN",
+                "299999999999950 s is longer than 1970-01-01 to 9999-12-31"
+            ),
+            // Past 64 bits the age saturates, and is refused the same way.
+            (
+                3,
+                "LAST SEEN",
+                "18446744073709551615 s is longer than 1970-01-01 to 9999-12-31"
+            ),
+            // 60 × 365 days before ctx's time is before 1970: a time the lake does not keep.
+            (
+                4,
+                "LAST SEEN",
+                "1966-07-21T14:00:00+00:00 is outside 1970-01-01 to 9999-12-31"
+            ),
+        ]
+    );
+    // Without a header, a lone token shaped like an age is read as one, and refused the same.
+    let headerless = "4999999999999m10s  Normal  Admitted  workload/job-train-a-4fbeb  Admitted\n";
+    let (stats, sink) = run(headerless, &ctx());
+    assert_eq!((stats.records, stats.events, stats.rejected), (1, 0, 1));
+    assert_eq!(sink.rejected_fields(), [(1, "LAST SEEN")]);
+
+    // ElapsedRaw is read before Elapsed when a line has both.
+    let raw = "JobID|Start|End|ElapsedRaw|State|AllocTRES
+5001|2026-11-02T10:00:00|2026-11-02T12:00:00|9223372036854775807|COMPLETED|gres/gpu=1
+5002|2026-11-02T10:00:00|2026-11-02T12:00:00|-7200|COMPLETED|gres/gpu=1
+";
+    let (stats, sink) = run(raw, &ctx());
+    assert_eq!((stats.records, stats.rejected), (2, 1));
+    assert_eq!(
+        sink.rejected(),
+        [(
+            2,
+            "ElapsedRaw",
+            "9223372036854775807 s is longer than 1970-01-01 to 9999-12-31"
+        )]
+    );
+    // A negative ElapsedRaw is no length, as sacct's INVALID: 5002 keeps its Start and End.
+    assert_eq!(
+        job_times(&rows(&sink), "5002"),
+        [
+            ("start".into(), "2026-11-02T10:00:00Z".into()),
+            ("stop".into(), "2026-11-02T12:00:00Z".into()),
+        ]
+    );
+    let clock = "JobID|Start|End|Elapsed|State|AllocTRES
+5003|2026-11-02T10:00:00|2026-11-02T12:00:00|99999999999999999-00:00:00|COMPLETED|gres/gpu=1
+5004|2026-11-02T10:00:00|2026-11-02T12:00:00|1-00:-5:00|COMPLETED|gres/gpu=1
+";
+    let (stats, sink) = run(clock, &ctx());
+    assert_eq!((stats.records, stats.rejected), (2, 2));
+    assert_eq!(
+        sink.rejected(),
+        [
+            (
+                2,
+                "Elapsed",
+                "18446744073709551615 s is longer than 1970-01-01 to 9999-12-31"
+            ),
+            (
+                3,
+                "Elapsed",
+                "'1-00:-5:00' is not a duration (expected seconds or [D-]HH:MM:SS)"
+            ),
+        ]
+    );
+}
+
 /// A GPU count or a time no scheduler reports is rejected with its field, in every source.
 #[test]
 fn impossible_gpu_counts_and_times_are_rejected() {
