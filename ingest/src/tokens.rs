@@ -36,7 +36,7 @@ mod usage;
 use canonical::canonical_row;
 use fields::{Fields, Invalid, kind};
 use litellm::litellm_row;
-use otel::{otel_row, otlp_spans};
+use otel::{OtlpResource, otel_row, otlp_spans};
 use rows::Landing;
 
 /// What one input yielded. `records == landed + duplicates + rejected`.
@@ -110,21 +110,29 @@ pub fn parse(
 fn land_spans(
     landing: &mut Landing,
     line: u64,
-    spans: Vec<(Map<String, Value>, &Value)>,
+    resources: Vec<OtlpResource>,
     tz: Tz,
 ) -> Result<(), IngestError> {
-    for (flat, span) in spans {
-        if !flat.keys().any(|key| key.starts_with(GEN_AI_PREFIX)) {
-            landing.stats.skipped_spans += 1;
-            continue;
+    for resource in &resources {
+        let resource_is_gen_ai = has_gen_ai_key(&resource.attributes);
+        for (flat, span) in &resource.spans {
+            if !(resource_is_gen_ai || has_gen_ai_key(flat)) {
+                landing.stats.skipped_spans += 1;
+                continue;
+            }
+            let row =
+                otel_row(&Fields::layered(flat, &resource.attributes), tz).map_err(|invalid| {
+                    let span_id = flat.get("spanId").and_then(Value::as_str).unwrap_or("?");
+                    Invalid::new(invalid.field, format!("span {span_id}: {}", invalid.reason))
+                });
+            landing.land(line, row, || span.to_string())?;
         }
-        let row = otel_row(&Fields::root(&flat), tz).map_err(|invalid| {
-            let span_id = flat.get("spanId").and_then(Value::as_str).unwrap_or("?");
-            Invalid::new(invalid.field, format!("span {span_id}: {}", invalid.reason))
-        });
-        landing.land(line, row, || span.to_string())?;
     }
     Ok(())
+}
+
+fn has_gen_ai_key(attributes: &Map<String, Value>) -> bool {
+    attributes.keys().any(|key| key.starts_with(GEN_AI_PREFIX))
 }
 
 /// The `field` of a rejection about the record as a whole (not JSON, not an object, unknown keys).

@@ -185,6 +185,14 @@ impl Sacct {
             },
             ..Subject::default()
         };
+        if tasks.len().saturating_mul(nodes.len()) > MAX_RANGE_IDS {
+            let reason = format!(
+                "{} tasks on {} nodes are more than the {MAX_RANGE_IDS} a line may stand for",
+                tasks.len(),
+                nodes.len()
+            );
+            return Err(self.bad(self.node_list.unwrap_or(self.job_id), reason));
+        }
         let mut events = Vec::new();
         for task in tasks {
             let task = Subject {
@@ -367,7 +375,8 @@ pub(super) fn tres_gpus(tres: &str) -> Result<Option<TresGpus>, String> {
         match gpu_type {
             None => total = Some(count),
             Some(gpu_type) => {
-                typed += count;
+                // Saturates for `Event::check` to refuse as no real count.
+                typed = u64::saturating_add(typed, count);
                 if !types.contains(&gpu_type) {
                     types.push(gpu_type);
                 }
@@ -420,9 +429,14 @@ pub(super) fn array_tasks(job_id: &str) -> Option<Vec<String>> {
     )
 }
 
-/// The most ids a range list may stand for: Slurm's largest `MaxArraySize`. Guards memory
-/// against a mistyped range (`node[1-999999999]`).
-const MAX_RANGE_IDS: u64 = 4_000_001;
+/// The most ids a JobID's ranges, a NodeList, or a line's tasks × nodes may stand for: Slurm's
+/// largest `MaxArraySize`. Guards memory against a mistyped range (`node[1-999999999]`) and
+/// against products of ranges (`n[1-2000]x[1-2000]y[1-2000]`).
+pub(super) const MAX_RANGE_IDS: usize = 4_000_001;
+
+/// The most digits a range bound may have: a `u64`'s. More would be zero padding no host name
+/// carries, and `format!` refuses widths past `u16::MAX`.
+const MAX_RANGE_DIGITS: usize = 20;
 
 /// `01-03,7,10-14:2` → `01 02 03 7 10 12 14`, keeping the zero padding of the range start.
 fn expand_ranges(ranges: &str) -> Option<Vec<String>> {
@@ -433,8 +447,13 @@ fn expand_ranges(ranges: &str) -> Option<Vec<String>> {
             None => (range, 1),
         };
         let (first, last) = range.split_once('-').unwrap_or((range, range));
+        if first.len().max(last.len()) > MAX_RANGE_DIGITS {
+            return None;
+        }
         let (from, to) = (first.parse::<u64>().ok()?, last.parse::<u64>().ok()?);
-        if from > to || (to - from) / step + 1 + out.len() as u64 > MAX_RANGE_IDS {
+        // The count less one, which cannot overflow: (to - from) / step < u64::MAX.
+        let more = (to.checked_sub(from)? / step) as usize;
+        if more >= MAX_RANGE_IDS - out.len() {
             return None;
         }
         let width = first.len();
@@ -448,7 +467,8 @@ fn expand_ranges(ranges: &str) -> Option<Vec<String>> {
 }
 
 /// Every host of a Slurm hostlist: `gpu[01-02],cpu7,rack[1-2]n[1-2]` → `gpu01 gpu02 cpu7
-/// rack1n1 rack1n2 rack2n1 rack2n2`.
+/// rack1n1 rack1n2 rack2n1 rack2n2`; `None` for text of another shape or more than
+/// [`MAX_RANGE_IDS`] hosts.
 pub(super) fn expand_hostlist(list: &str) -> Option<Vec<String>> {
     let mut hosts = Vec::new();
     let mut depth = 0u32;
@@ -458,7 +478,7 @@ pub(super) fn expand_hostlist(list: &str) -> Option<Vec<String>> {
             '[' => depth += 1,
             ']' => depth = u32::checked_sub(depth, 1)?,
             ',' if depth == 0 => {
-                hosts.extend(expand_host(&list[from..at])?);
+                expand_host(&list[from..at], &mut hosts)?;
                 from = at + 1;
             }
             _ => {}
@@ -467,25 +487,34 @@ pub(super) fn expand_hostlist(list: &str) -> Option<Vec<String>> {
     if depth > 0 {
         return None;
     }
-    hosts.extend(expand_host(&list[from..])?);
+    expand_host(&list[from..], &mut hosts)?;
     Some(hosts)
 }
 
-fn expand_host(pattern: &str) -> Option<Vec<String>> {
+/// Adds the hosts of one pattern (`rack[1-2]n[1-2]`) to `hosts`: the product of its bracket
+/// groups, taken left to right without recursion, so that a long pattern cannot exhaust the
+/// stack, and checked against [`MAX_RANGE_IDS`] before each product is built.
+fn expand_host(pattern: &str, hosts: &mut Vec<String>) -> Option<()> {
     if pattern.is_empty() {
         return None;
     }
-    let Some((prefix, rest)) = pattern.split_once('[') else {
-        return Some(vec![pattern.to_string()]);
-    };
-    let (ranges, suffix) = rest.split_once(']')?;
-    let tails = match suffix {
-        "" => vec![String::new()],
-        _ => expand_host(suffix)?,
-    };
-    let mut hosts = Vec::new();
-    for n in expand_ranges(ranges)? {
-        hosts.extend(tails.iter().map(|tail| format!("{prefix}{n}{tail}")));
+    let mut names = vec![String::new()];
+    let mut rest = pattern;
+    while let Some((literal, after)) = rest.split_once('[') {
+        let (ranges, tail) = after.split_once(']')?;
+        let numbers = expand_ranges(ranges)?;
+        if names.len().checked_mul(numbers.len())? > MAX_RANGE_IDS - hosts.len() {
+            return None;
+        }
+        names = names
+            .iter()
+            .flat_map(|name| numbers.iter().map(move |n| format!("{name}{literal}{n}")))
+            .collect();
+        rest = tail;
     }
-    Some(hosts)
+    if names.len() > MAX_RANGE_IDS - hosts.len() {
+        return None;
+    }
+    hosts.extend(names.into_iter().map(|name| name + rest));
+    Some(())
 }

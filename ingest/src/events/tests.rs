@@ -516,6 +516,58 @@ fn hostlists_and_array_ranges_expand() {
     assert_eq!(tasks, ["77_1", "77_3", "77_5", "77_9"]);
 }
 
+/// Ranges and hostlists a hostile or mistyped line can hold: each is refused, or expanded
+/// within the cap, without overflow, stack exhaustion or a product past the cap (found by
+/// review of the fuzzer's class: arithmetic and recursion sized by input).
+#[test]
+fn hostile_ranges_and_hostlists_are_refused_within_bounds() {
+    // A u64's whole range: its count does not fit in 64 bits.
+    assert!(slurm::array_tasks("1_[0-18446744073709551615]").is_none());
+    assert!(slurm::expand_hostlist("n[0-18446744073709551615]").is_none());
+    // Zero padding past a u64's 20 digits is no host name (and past u16::MAX no format width).
+    assert!(slurm::array_tasks(&format!("1_[{}1]", "0".repeat(65_536))).is_none());
+    assert_eq!(
+        slurm::array_tasks(&format!("1_[{}1]", "0".repeat(19))).unwrap(),
+        [format!("1_{}1", "0".repeat(19))]
+    );
+    // Each group is under the cap; the product of the groups is not.
+    assert!(slurm::expand_hostlist("n[1-2001]x[1-2000]").is_none());
+    assert!(slurm::expand_hostlist("n[1-2000]x[1-2000]y[1-2000]").is_none());
+    assert!(slurm::expand_hostlist("a[1-2000000],b[1-2000002]").is_none());
+    // 100,000 bracket groups in one pattern: expanded in a loop, not one call per group.
+    let deep = slurm::expand_hostlist(&format!("n{}", "[7]".repeat(100_000))).unwrap();
+    assert_eq!(deep, [format!("n{}", "7".repeat(100_000))]);
+    // Typed GPU counts saturate rather than overflow; the count is then no real one.
+    let tres = slurm::tres_gpus("gres/gpu:a=18446744073709551615,gres/gpu:b=2").unwrap();
+    assert_eq!(tres.unwrap().count, u64::MAX);
+
+    let sacct = "JobID|State|Start|End|NodeList|AllocTRES
+6001_[1-4000]|RUNNING|2026-07-06T10:00:00|Unknown|n[1-2000]|gres/gpu=8
+6002|RUNNING|2026-07-06T10:00:00|Unknown|n1|gres/gpu:a=18446744073709551615,gres/gpu:b=2
+6003|RUNNING|2026-07-06T10:00:00|Unknown|n[1-2]|gres/gpu=8
+";
+    let (stats, sink) = run(sacct, &ctx());
+    assert_eq!((stats.records, stats.events, stats.rejected), (3, 2, 2));
+    assert_eq!(
+        sink.rejected(),
+        [
+            (
+                2,
+                "NodeList",
+                "4000 tasks on 2000 nodes are more than the 4000001 a line may stand for"
+            ),
+            (
+                3,
+                "gpus",
+                "1.8446744073709552e19 is not a whole number of GPUs from 0 to 1000000"
+            ),
+        ]
+    );
+    // 6003's 8 GPUs are shared evenly by its two nodes.
+    let gpus: Vec<_> = rows(&sink).iter().map(|r| r.gpus).collect();
+    assert_eq!(gpus, [Some(4.0), Some(4.0)]);
+}
+
 // ---------------------------------------------------------------- kubectl get events
 
 #[test]

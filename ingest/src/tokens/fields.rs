@@ -29,21 +29,30 @@ pub(super) type Checked<T> = Result<T, Invalid>;
 /// (`metadata.usage_object.prompt_tokens`) for rejections. An absent object reads as all-null.
 pub(super) struct Fields<'a> {
     map: Option<&'a Map<String, Value>>,
+    /// Read for a key `map` does not hold: an OTLP span's resource attributes, shared by all the
+    /// resource's spans instead of copied into each.
+    under: Option<&'a Map<String, Value>>,
     path: String,
 }
 
 impl<'a> Fields<'a> {
     pub(super) fn root(map: &'a Map<String, Value>) -> Self {
-        Self {
-            map: Some(map),
-            path: String::new(),
-        }
+        Self::nested(Some(map), "")
     }
 
     pub(super) fn nested(map: Option<&'a Map<String, Value>>, path: &str) -> Self {
         Self {
             map,
+            under: None,
             path: path.to_string(),
+        }
+    }
+
+    /// `map`'s fields over `under`'s: a key in `map` wins, even as `null`.
+    pub(super) fn layered(map: &'a Map<String, Value>, under: &'a Map<String, Value>) -> Self {
+        Self {
+            under: Some(under),
+            ..Self::root(map)
         }
     }
 
@@ -57,7 +66,10 @@ impl<'a> Fields<'a> {
 
     /// The value of `key`; JSON `null` counts as absent.
     pub(super) fn get(&self, key: &str) -> Option<&'a Value> {
-        self.map?.get(key).filter(|value| !value.is_null())
+        let map = self.map?;
+        map.get(key)
+            .or_else(|| self.under?.get(key))
+            .filter(|value| !value.is_null())
     }
 
     pub(super) fn has(&self, key: &str) -> bool {

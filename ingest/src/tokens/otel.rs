@@ -79,11 +79,17 @@ pub(super) fn otel_row(attributes: &Fields, tz: Tz) -> Checked<TokenRow> {
     })
 }
 
-/// Flattens each span of an OTLP/JSON traces export into one attribute map: the resource's
-/// attributes, then the span's (which win), its `startTimeUnixNano`/`endTimeUnixNano` and
-/// `spanId`, and its status as `otel.status_code` (the name OTel's non-OTLP exporters use).
-/// Returns each map with the span as it was read.
-pub(super) fn otlp_spans<'a>(export: &Fields<'a>) -> Checked<Vec<(Map<String, Value>, &'a Value)>> {
+/// The spans of one resource of an OTLP/JSON traces export, each flattened into one attribute
+/// map: its attributes, its `startTimeUnixNano`/`endTimeUnixNano` and `spanId`, and its status as
+/// `otel.status_code` (the name OTel's non-OTLP exporters use), with the span as it was read.
+/// The resource's attributes are read under each span's ([`Fields::layered`]), never copied into
+/// them: an export's size bounds the memory, whatever the number of spans.
+pub(super) struct OtlpResource<'a> {
+    pub(super) attributes: Map<String, Value>,
+    pub(super) spans: Vec<(Map<String, Value>, &'a Value)>,
+}
+
+pub(super) fn otlp_spans<'a>(export: &Fields<'a>) -> Checked<Vec<OtlpResource<'a>>> {
     let Some(Value::Array(resource_spans)) = export.get("resourceSpans") else {
         return Err(Invalid::new(
             "resourceSpans",
@@ -97,13 +103,12 @@ pub(super) fn otlp_spans<'a>(export: &Fields<'a>) -> Checked<Vec<(Map<String, Va
             .map(Vec::as_slice)
             .unwrap_or_default()
     };
-    let mut spans = Vec::new();
+    let mut resources = Vec::new();
     for resource_span in resource_spans {
-        let resource = otlp_attributes(resource_span.pointer("/resource/attributes"));
+        let mut spans = Vec::new();
         for scope_span in children(resource_span, "scopeSpans") {
             for span in children(scope_span, "spans") {
-                let mut flat = resource.clone();
-                flat.extend(otlp_attributes(span.get("attributes")));
+                let mut flat = otlp_attributes(span.get("attributes"));
                 for key in ["startTimeUnixNano", "endTimeUnixNano", "spanId"] {
                     if let Some(value) = span.get(key) {
                         flat.insert(key.to_string(), value.clone());
@@ -115,8 +120,12 @@ pub(super) fn otlp_spans<'a>(export: &Fields<'a>) -> Checked<Vec<(Map<String, Va
                 spans.push((flat, span));
             }
         }
+        resources.push(OtlpResource {
+            attributes: otlp_attributes(resource_span.pointer("/resource/attributes")),
+            spans,
+        });
     }
-    Ok(spans)
+    Ok(resources)
 }
 
 /// OTLP/JSON `[{key, value: {stringValue | intValue | …}}]` → a map of plain values. Scalars lose

@@ -699,6 +699,27 @@ const OTLP_EXPORT: &str = r#"{
 }
 "#;
 
+/// A resource's attributes are read under each of its spans, not copied into each: an export
+/// of 120,000 empty spans under a 600 KB resource (under 1 MiB on one line) would otherwise
+/// hold 72 GB. Each span is read, with the resource's `gen_ai.system`, and rejected for its
+/// missing id; the kept rejections name the span.
+#[test]
+fn an_exports_resource_is_shared_by_its_spans_not_copied() {
+    let padding = "x".repeat(600_000);
+    let spans = vec!["{}"; 120_000].join(",");
+    let export = format!(
+        r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"padding","value":{{"stringValue":"{padding}"}}}},{{"key":"gen_ai.system","value":{{"stringValue":"openai"}}}}]}},"scopeSpans":[{{"spans":[{spans}]}}]}}]}}"#
+    );
+    assert!(export.len() < 1 << 20, "{} bytes", export.len());
+    let (stats, sink) = run(&export, &context());
+    assert_eq!(stats, self::stats(120_000, 0, 0, 120_000));
+    assert_eq!(
+        sink.rejected()[0],
+        (1, "gen_ai.response.id", "span ?: missing request id")
+    );
+    assert_eq!(sink.rejections[0].raw, "{}");
+}
+
 #[test]
 fn otlp_json_export_lands_its_genai_spans() {
     let (stats, sink) = run(OTLP_EXPORT, &context());
