@@ -700,6 +700,43 @@ with psycopg.connect(sys.argv[1]) as conn:
     );
 }
 
+/// Counts a client writes are answered, never used to size memory: a `FETCH` of 10^11 or
+/// 2^64 - 1 rows reads the cursor in pieces, and a `$n` past the protocol's 65,535 parameters
+/// is refused at Parse. pgwire reserved room for the whole count, and the parameter types were
+/// a vector of `n`: either aborted the server.
+#[test]
+fn fetch_counts_and_placeholder_numbers_do_not_size_memory() {
+    let (_ledger, reader, server) = worked_example_served();
+    let script = r#"
+import sys, psycopg
+with psycopg.connect(sys.argv[1]) as conn:
+    conn.execute("DECLARE big CURSOR FOR select * from generate_series(1, 20000) g")
+    rows = conn.execute("FETCH 100000000000 FROM big").fetchall()
+    print(len(rows), rows[0][0], rows[-1][0])
+    conn.execute("DECLARE few CURSOR FOR select * from generate_series(1, 3) g")
+    print(conn.execute("FETCH 18446744073709551615 FROM few").fetchall())
+    # 9,000 rows cross a piece of 8,192; the cursor goes on from the 9,001st.
+    conn.execute("DECLARE part CURSOR FOR select * from generate_series(1, 10000) g")
+    part = conn.execute("FETCH 9000 FROM part").fetchall()
+    rest = conn.execute("FETCH ALL FROM part").fetchall()
+    print(len(part), part[-1][0], len(rest), rest[0][0])
+    try:
+        conn.execute("select %s::bigint + $99999999999", (1,))
+    except psycopg.Error as e:
+        print(e.diag.sqlstate, e.diag.message_primary)
+        conn.rollback()
+    print(conn.execute("select %s::bigint + 1", (1,)).fetchone())
+"#;
+    assert_eq!(
+        psycopg_ok(&server, &reader, script),
+        "20000 1 20000\n\
+         [(1,), (2,), (3,)]\n\
+         9000 9000 1000 9001\n\
+         22023 there is no parameter $99999999999: a statement takes at most 65535\n\
+         (2,)\n"
+    );
+}
+
 /// Cursor rows wait in the server's memory: each connection holds at most 4 cursors, and the
 /// whole server at most 4 × `--query-max-result-mb` of their rows, however many connect.
 #[test]

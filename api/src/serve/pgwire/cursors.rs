@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datafusion::sql::sqlparser::ast::{self, CloseCursor, DeclareType, FetchDirection, Value};
 use datafusion_postgres::pgwire;
+use futures::StreamExt;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::{QueryParser, StoredStatement};
@@ -141,9 +142,7 @@ impl Connection {
                 name, direction, ..
             } => {
                 let portal = cursor(store, &name.value)?;
-                let limit = rows_to_fetch(direction)?;
-                let fetched = portal.fetch(limit).await?;
-                let mut response = fetched.response;
+                let mut response = fetch(&portal, rows_to_fetch(direction)?).await?;
                 if response.row_schema().is_empty() {
                     // pgwire forgets the columns of a cursor it has read to the end.
                     let columns =
@@ -238,6 +237,35 @@ impl Connection {
             .expect("not poisoned")
             .insert(name.value.clone());
         Ok(())
+    }
+}
+
+/// Rows one call of pgwire's `Portal::fetch` is asked for: it reserves room for as many rows as
+/// it is asked, so a `FETCH 100000000000` is read in pieces of this size.
+const FETCH_PIECE: usize = 8192;
+
+/// Up to `count` rows of the cursor (0: all that are left), read in pieces of [`FETCH_PIECE`].
+async fn fetch(portal: &Portal<Statement>, count: usize) -> PgWireResult<QueryResponse> {
+    if count == 0 {
+        return Ok(portal.fetch(0).await?.response);
+    }
+    let mut left = count;
+    let mut fetched = portal.fetch(left.min(FETCH_PIECE)).await?;
+    let mut rows = Vec::new();
+    loop {
+        let mut piece = fetched.response;
+        while let Some(row) = piece.data_rows().next().await {
+            rows.push(row?);
+        }
+        left = count - rows.len();
+        if left == 0 || !fetched.suspended {
+            let schema = piece.row_schema();
+            return Ok(QueryResponse::new(
+                schema,
+                futures::stream::iter(rows.into_iter().map(Ok)),
+            ));
+        }
+        fetched = portal.fetch(left.min(FETCH_PIECE)).await?;
     }
 }
 

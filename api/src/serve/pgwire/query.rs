@@ -57,6 +57,19 @@ pub enum Statement {
     Session(Box<ast::Statement>),
 }
 
+/// The most parameters a statement may take: the protocol counts them in 16 bits.
+const MAX_PARAMETERS: usize = u16::MAX as usize;
+
+/// Refuses a statement whose `$n` no `Bind` could fill, before anything is sized by its `n`.
+fn check_parameter_numbers(statement: &ast::Statement) -> PgWireResult<()> {
+    match parameter_count(statement) {
+        count if count > MAX_PARAMETERS => Err(pg_error(ApiError::BadRequest(format!(
+            "there is no parameter ${count}: a statement takes at most {MAX_PARAMETERS}"
+        )))),
+        _ => Ok(()),
+    }
+}
+
 /// The highest `$n` in `statement`: how many parameters it takes.
 fn parameter_count(statement: &ast::Statement) -> usize {
     let mut count = 0;
@@ -553,6 +566,7 @@ impl QueryParser for ReadOnlyParser {
         }
         // The extended protocol takes one statement, as datafusion-postgres's parser does.
         let statement = statements.swap_remove(0);
+        check_parameter_numbers(&statement)?;
         if cursors::is_cursor_statement(&statement)
             || postgres::is_session_statement(&statement, client.metadata())
         {
