@@ -482,6 +482,52 @@ fn declared_team_budgets_set_the_tenants_budget_and_deviation() {
     assert_eq!(vision["budget"], Value::Null);
 }
 
+/// A budget is any finite amount above 0, so one of 1e300 must print: the HTML and Markdown
+/// reports rounded figures through a u128 and panicked on it (the scheduled export with them).
+/// Prorated to W45's 7 of November's 30 days it is ~2.33e299, printed whole, to the cent.
+#[test]
+fn an_enormous_budget_prints_in_every_format() {
+    let ledger = ledgers().remove(0);
+    load_report_example(&ledger);
+    let budgets = ledger.dir.path().join("budgets.yaml");
+    std::fs::write(
+        &budgets,
+        "kind: budget\nname: nlp-monthly\nspec: {team: nlp, amount: 1e300}\n",
+    )
+    .unwrap();
+    run_ok(&ledger, &["apply", budgets.to_str().unwrap()]);
+    let report_json: Value = serde_json::from_slice(&report(&ledger, "json")).unwrap();
+    let nlp = report_json["tenants"]["teams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["team"] == "nlp")
+        .unwrap();
+    let budget = nlp["budget"].as_f64().unwrap();
+    assert!(
+        (budget / (1e300 * 7.0 / 30.0) - 1.0).abs() < 1e-12,
+        "{budget}"
+    );
+    for format in ["md", "html"] {
+        let text = String::from_utf8(report(&ledger, format)).unwrap();
+        let printed = text
+            .split("$233,333,333,333,333")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{format}: no budget of $2.33e299 in {text}"));
+        // 299 more digits in groups of three, then the cents.
+        let rest: String = printed
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == ',')
+            .collect();
+        let digits = rest.chars().filter(char::is_ascii_digit).count();
+        assert_eq!(
+            (digits, printed[rest.len()..].get(..3)),
+            (300 - 15, Some(".00")),
+            "{format}"
+        );
+    }
+}
+
 /// The JSON validates against docs/report.schema.json with Python's `jsonschema` (installed with
 /// schemathesis by scripts/test), and a report with a field the schema does not know does not.
 fn keeps_to_its_schema(ledger: &Ledger, json: &[u8]) {

@@ -164,7 +164,11 @@ fn actions(report: &WeeklyReport) -> Actions {
         })
         .collect();
     // The claim is the sum of the amounts as printed, so the list adds up to it to the cent.
-    let shown_cents: i64 = r.top.iter().map(|a| cents(a.cost)).sum();
+    let shown_cents = r
+        .top
+        .iter()
+        .map(|a| cents(a.cost))
+        .fold(0, i128::saturating_add);
     let shown = amount(shown_cents as f64 / 100.0, currency);
     let claim = match (r.count, r.top.len()) {
         (0, _) => "Nothing to reclaim: no workload held idle GPUs and every idle GPU had a \

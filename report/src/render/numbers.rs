@@ -7,29 +7,48 @@ use serde_json::Value;
 /// `x` with thousands separators and `places` decimals (at most 6): `7,966.47`. Rounded half away
 /// from zero on the decimal the figure stands for (the report rounds figures to 6 decimals, so
 /// 44.15 is 44.15 and prints 44.2, never the binary 44.1499… that prints 44.1). No "-0.00": a
-/// negative that rounds to zero is zero.
+/// negative that rounds to zero is zero. Any `f64` prints: the rounding is done on the decimal
+/// text, whatever its length (1e300 has 301 digits), and NaN and the infinities print as such.
 pub(super) fn grouped(x: f64, places: usize) -> String {
     assert!(places <= 6, "the report's figures have 6 decimals");
-    // In millionths, exactly as the 6-decimal text says.
+    if !x.is_finite() {
+        return match x {
+            _ if x.is_nan() => "NaN",
+            _ if x > 0.0 => "∞",
+            _ => "-∞",
+        }
+        .into();
+    }
+    // The 6-decimal text, exactly, then rounded at `places` digit by digit.
     let text = format!("{:.6}", x.abs());
     let (whole, fraction) = text.split_once('.').expect("6 decimals");
-    let millionths: u128 = format!("{whole}{fraction}").parse().expect("digits");
-    let step = 10u128.pow(6 - places as u32);
-    let units = (millionths + step / 2) / step;
-    let scale = 10u128.pow(places as u32);
-    let whole = (units / scale).to_string();
+    let mut digits: Vec<u8> = whole.bytes().chain(fraction.bytes().take(places)).collect();
+    if fraction.as_bytes().get(places).is_some_and(|d| *d >= b'5') {
+        match digits.iter().rposition(|d| *d != b'9') {
+            Some(at) => {
+                digits[at] += 1;
+                digits[at + 1..].fill(b'0');
+            }
+            None => {
+                digits.fill(b'0');
+                digits.insert(0, b'1');
+            }
+        }
+    }
+    let (whole, fraction) = digits.split_at(digits.len() - places);
     let mut out = String::new();
-    for (i, digit) in whole.chars().enumerate() {
+    if x < 0.0 && digits.iter().any(|d| *d != b'0') {
+        out.push('-');
+    }
+    for (i, digit) in whole.iter().enumerate() {
         if i > 0 && (whole.len() - i).is_multiple_of(3) {
             out.push(',');
         }
-        out.push(digit);
+        out.push(char::from(*digit));
     }
     if places > 0 {
-        out.push_str(&format!(".{:0places$}", units % scale));
-    }
-    if x < 0.0 && units > 0 {
-        out.insert(0, '-');
+        out.push('.');
+        out.extend(fraction.iter().map(|d| char::from(*d)));
     }
     out
 }
@@ -44,12 +63,14 @@ pub(super) fn amount(x: f64, currency: &str) -> String {
     }
 }
 
-/// The amount in whole cents, as it is printed (what printed amounts add up in).
-pub(super) fn cents(x: f64) -> i64 {
+/// The amount in whole cents, as it is printed (what printed amounts add up in). Past `i128`
+/// (10^36 dollars) and for NaN, the nearest end of its range: no real amount is that large.
+pub(super) fn cents(x: f64) -> i128 {
+    let saturated = if x < 0.0 { i128::MIN } else { i128::MAX };
     grouped(x, 2)
         .replace([',', '.'], "")
         .parse()
-        .expect("digits")
+        .unwrap_or(saturated)
 }
 
 pub(super) fn gpu_hours(x: f64) -> String {

@@ -1,5 +1,5 @@
 use super::document::{Bar, by_size};
-use super::numbers::{Unit, amount, change, duration, grouped, percent};
+use super::numbers::{Unit, amount, cents, change, duration, grouped, percent};
 use super::*;
 use crate::model::*;
 
@@ -372,6 +372,25 @@ fn figures_for_people_have_separators_currency_units_and_no_negative_zero() {
     assert_eq!(change(-1.2, Some(-0.05), "USD"), "▼ $1.20 (-5.0%)");
     assert_eq!(change(5.208, None, "USD"), "▲ $5.21 (new)");
     assert_eq!(change(0.001, Some(0.0), "USD"), "no change");
+    // Carries through every digit, and past the whole part.
+    assert_eq!(grouped(999_999.995, 2), "1,000,000.00");
+    assert_eq!(grouped(-0.96, 0), "-1");
+    // Any f64 prints, however large (a budget of 1e300 once panicked the weekly report), and
+    // counts in cents as far as i128 reaches.
+    assert_eq!(grouped(1e20, 2), "100,000,000,000,000,000,000.00");
+    assert_eq!(grouped(1e300, 0).len(), 301 + 100);
+    assert!(grouped(1e300, 0).starts_with("1,000,000,000,000,000,052,504"));
+    assert_eq!(
+        (
+            grouped(f64::NAN, 2),
+            grouped(f64::INFINITY, 2),
+            amount(f64::NEG_INFINITY, "USD")
+        ),
+        ("NaN".into(), "∞".into(), "-$∞".into())
+    );
+    assert_eq!(cents(1e17), 10_i128.pow(19));
+    assert_eq!((cents(1e300), cents(-1e300)), (i128::MAX, i128::MIN));
+    assert_eq!(change(1e300, None, "USD").chars().next(), Some('▲'));
     for (metric, unit) in [
         ("teams.total_cost", Unit::Money),
         ("accounted", Unit::Money),
