@@ -71,7 +71,13 @@ pub fn parse(target: Target, data: &[u8]) {
     // Errors are answers too: only a panic (or an abort) is a finding.
     let _ = match target {
         Target::Dcgm => crate::dcgm::parse(input, &ctx, &mut sink).map(drop),
-        Target::Focus => crate::focus::parse(input, &ctx, &mut sink).map(drop),
+        // FOCUS, then the provider-native bills mapped to it, each from the start of `data`.
+        Target::Focus => {
+            use crate::focus::{Native, parse_native};
+            let _ = parse_native(&mut &data[..], &ctx, &mut sink, Native::AwsCur);
+            let _ = parse_native(&mut &data[..], &ctx, &mut sink, Native::AzureEa);
+            crate::focus::parse(input, &ctx, &mut sink).map(drop)
+        }
         Target::Tokens => crate::tokens::parse(input, &ctx, &mut sink).map(drop),
         Target::Events => crate::events::parse(input, &ctx, &mut sink).map(drop),
         Target::RemoteWrite => crate::remote_write::parse(input, &ctx, &mut sink).map(drop),

@@ -457,7 +457,9 @@ fn output_index(column: &str) -> usize {
 
 /// The exact sum of native numbers, as FOCUS Numeric text. A value that is not a number is
 /// returned as written, for the FOCUS rule to reject the line naming where it came from; an
-/// empty one counts as 0 unless all are empty.
+/// empty one counts as 0 unless all are empty. Arithmetic on native numbers saturates: each is
+/// under 10^38 units, so a result that overflows `i128` is past the lake's decimal too, and the
+/// FOCUS rule rejects its text the same way.
 fn sum<'a>(values: &[Option<&'a str>]) -> Option<Cow<'a, str>> {
     if values.iter().all(Option::is_none) {
         return None;
@@ -465,7 +467,7 @@ fn sum<'a>(values: &[Option<&'a str>]) -> Option<Cow<'a, str>> {
     let mut units: i128 = 0;
     for value in values.iter().flatten() {
         match parse_number(value) {
-            Ok(part) => units += part,
+            Ok(part) => units = units.saturating_add(part),
             Err(_) => return Some(Cow::Borrowed(value)),
         }
     }
@@ -521,7 +523,9 @@ fn aws_cur<'a>(row: &Row<'_, 'a>, out: &mut Out<'a>) {
                 row.get("savingsPlan/UsedCommitment"),
             ) {
                 (Some(total), used) => match (parse_number(total), used.map(parse_number)) {
-                    (Ok(total), Some(Ok(used))) => Some(Cow::Owned(units_text(total - used))),
+                    (Ok(total), Some(Ok(used))) => {
+                        Some(Cow::Owned(units_text(total.saturating_sub(used))))
+                    }
                     (Ok(total), None) => Some(Cow::Owned(units_text(total))),
                     (Err(_), _) => Some(Cow::Borrowed(total)),
                     (_, Some(Err(_))) => used.map(Cow::Borrowed),

@@ -1440,6 +1440,50 @@ fn a_native_line_without_its_cost_is_rejected_naming_the_native_column() {
     );
 }
 
+/// Native numbers are each under the lake's 38 digits; their sum or difference may not be. Such
+/// a line is rejected naming the columns the cost comes from, as any other number out of range.
+#[test]
+fn native_sums_past_the_lakes_decimal_are_rejected_not_overflowed() {
+    let period = "2026-11-01T00:00:00Z,2026-12-01T00:00:00Z";
+    let nines = "99999999999999999999999999";
+    let text_in = format!(
+        "{CUR_HEADER},savingsPlan/TotalCommitmentToDate,savingsPlan/UsedCommitment\n\
+         111,{period},RIFee,{period},,1800.00,,r-1,{nines},{nines},,,,,,\n\
+         111,{period},SavingsPlanRecurringFee,{period},,1800.00,,,,,sp-1,,,,{nines},-{nines}\n\
+         111,{period},RIFee,{period},,1800.00,,r-1,120.00,30.5E0,,,,,,\n",
+        CUR_HEADER = CUR_HEADER.trim_end()
+    );
+    let (stats, sink) = run_native(text_in.as_bytes(), Native::AwsCur);
+    assert_eq!(stats.unwrap().rows_landed, 1);
+    let rejected: Vec<(u64, &str)> = sink
+        .rejections
+        .iter()
+        .map(|r| (r.line, r.field.as_str()))
+        .collect();
+    assert_eq!(
+        rejected,
+        [
+            (
+                2,
+                "reservation/UnusedAmortizedUpfrontFeeForBillingPeriod + reservation/UnusedRecurringFee"
+            ),
+            (
+                3,
+                "savingsPlan/TotalCommitmentToDate - savingsPlan/UsedCommitment"
+            ),
+        ]
+    );
+    for rejection in &sink.rejections {
+        assert!(
+            rejection
+                .reason
+                .contains("does not fit a decimal of 38 digits"),
+            "{}",
+            rejection.reason
+        );
+    }
+}
+
 #[test]
 fn a_file_without_the_native_columns_is_refused_naming_them() {
     let (result, sink) = run_native(
