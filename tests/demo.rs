@@ -337,3 +337,19 @@ fn the_same_seed_gives_the_same_data() {
     assert_eq!(sums[0], sums[1]);
     assert!(sums[0][0]["events"].as_i64().unwrap() > 0, "{:?}", sums[0]);
 }
+
+/// A demo's size is checked before any date is computed from it: four billion days once
+/// panicked subtracting them from today.
+#[test]
+fn a_demo_longer_than_ten_years_is_refused_naming_the_flag() {
+    let ledger = ledgers().remove(0);
+    let out = ledger.run(&["demo", "--days", "4000000000", "--no-serve"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "invalid value '4000000000' for '--days <DAYS>': 4000000000 is not in 1..=3660"
+        ),
+        "{stderr}"
+    );
+}

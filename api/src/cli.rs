@@ -506,8 +506,9 @@ pub struct DemoArgs {
     #[arg(long, env = "GPULEDGER_DEMO_GPUS", default_value_t = DemoSpec::DEFAULT_GPUS)]
     pub gpus: u32,
 
-    /// Days of data.
-    #[arg(long, env = "GPULEDGER_DEMO_DAYS", default_value_t = DemoSpec::DEFAULT_DAYS)]
+    /// Days of data: 1 to 3,660 (ten years).
+    #[arg(long, env = "GPULEDGER_DEMO_DAYS", default_value_t = DemoSpec::DEFAULT_DAYS,
+          value_parser = clap::value_parser!(u32).range(1..=3_660))]
     pub days: u32,
 
     /// The same seed gives the same data.

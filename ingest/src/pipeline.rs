@@ -805,9 +805,11 @@ impl Identity {
         key.update(&content);
         let hash = hex::encode(key.finalize());
         if arrival_stamped {
-            let since = started_at
-                - chrono::TimeDelta::from_std(options.retry_window)
-                    .unwrap_or(chrono::TimeDelta::MAX);
+            // A window longer than the calendar reaches back to its start.
+            let since = chrono::TimeDelta::from_std(options.retry_window)
+                .ok()
+                .and_then(|window| started_at.checked_sub_signed(window))
+                .unwrap_or(DateTime::<Utc>::MIN_UTC);
             return Self {
                 content_hash: gpuledger_lake::catalog::retry_hash(
                     &hash,

@@ -87,6 +87,37 @@ async fn the_same_input_lands_once_and_leaves_no_stray_objects() {
     ));
 }
 
+/// `--ingest-retry-window` takes any duration: one longer than the calendar reaches back to its
+/// start (it was subtracted from the arrival time unchecked, and every untimestamped scrape
+/// panicked). The same untimestamped scrape sent again is then a retry, whenever it comes.
+#[tokio::test]
+async fn a_retry_window_longer_than_the_calendar_reaches_back_to_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = lake(&dir).await;
+    let untimestamped = "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",UUID=\"GPU-0\",Hostname=\"n1\"} 40\n";
+    let scrape = |days_later: i64| {
+        let mut options = options(Source::Dcgm);
+        options.retry_window = std::time::Duration::MAX;
+        // As over HTTP without `at`: read at its arrival.
+        options.at_declared = false;
+        options.context.at += chrono::TimeDelta::days(days_later);
+        options
+    };
+    let first = ingest(&lake, bytes(untimestamped.as_bytes()), scrape(0))
+        .await
+        .unwrap();
+    assert_eq!(first.outcome, Outcome::Landed { rows_replaced: 0 });
+    let again = ingest(&lake, bytes(untimestamped.as_bytes()), scrape(400))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.outcome,
+        Outcome::AlreadyIngested {
+            batch_id: first.batch_id
+        }
+    );
+}
+
 /// An input of several read chunks is hashed on a thread of its own while it is parsed: every
 /// row lands, and the same bytes read in other chunks, or gzipped, are the same input.
 #[tokio::test]
