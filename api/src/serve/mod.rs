@@ -304,12 +304,17 @@ pub fn app(state: AppState) -> Router {
 /// A handler that panicked answers 500 problem+json (the panic logged, never shown) and the
 /// service goes on.
 fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    let what = panic
+    let what = panic_message(panic.as_ref());
+    ApiError::Internal(format!("a handler panicked: {what}")).into_response()
+}
+
+/// What a caught panic says, for the log.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
         .downcast_ref::<&str>()
         .map(ToString::to_string)
         .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".into());
-    ApiError::Internal(format!("a handler panicked: {what}")).into_response()
+        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 /// Counts every request by route template (not by path, which would be unbounded) and status.
