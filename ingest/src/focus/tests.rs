@@ -1416,13 +1416,8 @@ fn a_native_line_without_its_cost_is_rejected_naming_the_native_column() {
     );
     let (stats, sink) = run_native(text_in.as_bytes(), Native::AwsCur);
     assert_eq!(stats.unwrap().rows_landed, 1);
-    let rejected: Vec<(u64, &str)> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str()))
-        .collect();
     assert_eq!(
-        rejected,
+        sink.rejected_fields(),
         [
             (2, "reservation/EffectiveCost"),
             (3, "lineItem/UnblendedCost")
@@ -1455,13 +1450,8 @@ fn native_sums_past_the_lakes_decimal_are_rejected_not_overflowed() {
     );
     let (stats, sink) = run_native(text_in.as_bytes(), Native::AwsCur);
     assert_eq!(stats.unwrap().rows_landed, 1);
-    let rejected: Vec<(u64, &str)> = sink
-        .rejections
-        .iter()
-        .map(|r| (r.line, r.field.as_str()))
-        .collect();
     assert_eq!(
-        rejected,
+        sink.rejected_fields(),
         [
             (
                 2,
