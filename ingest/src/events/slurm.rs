@@ -185,13 +185,34 @@ impl Sacct {
             },
             ..Subject::default()
         };
-        if tasks.len().saturating_mul(nodes.len()) > MAX_RANGE_IDS {
+        // Each task has a queued event, and a start and a stop on each node, each a copy of the
+        // job's names with the task's and the node's.
+        let longest = |names: &[String]| names.iter().map(String::len).max().unwrap_or(0);
+        let job_names: usize = [&job.cluster, &job.namespace, &job.queue, &job.priority]
+            .into_iter()
+            .chain([&job.labels.team])
+            .map(|name| name.as_ref().map_or(0, String::len))
+            .sum();
+        let event_bytes = size_of::<Event>() + job_names + longest(&tasks) + longest(&nodes);
+        let starts = start.is_some() && !matches!(state, JobState::Pending);
+        let per_task = usize::from(submit.is_some()) + 2 * usize::from(starts) * nodes.len().max(1);
+        if tasks.len().saturating_mul(nodes.len()) > MAX_RANGE_IDS
+            || Expansion::default()
+                .take(tasks.len().saturating_mul(per_task), event_bytes)
+                .is_none()
+        {
             let reason = format!(
-                "{} tasks on {} nodes are more than the {MAX_RANGE_IDS} a line may stand for",
+                "{} tasks on {} nodes are more than a line may stand for ({MAX_RANGE_IDS} \
+                 tasks × nodes, {} MiB of events)",
                 tasks.len(),
-                nodes.len()
+                nodes.len(),
+                MAX_EXPANSION_BYTES >> 20
             );
-            return Err(self.bad(self.node_list.unwrap_or(self.job_id), reason));
+            let column = match nodes.is_empty() {
+                true => self.job_id,
+                false => self.node_list.unwrap_or(self.job_id),
+            };
+            return Err(self.bad(column, reason));
         }
         let mut events = Vec::new();
         for task in tasks {
@@ -414,25 +435,55 @@ fn split_mig_type(gpu_type: &str) -> (Option<String>, Option<String>) {
 }
 
 /// The job ids a JobID field stands for: itself, or each task of a pending array record
-/// (`123_[1-3,7]`; a `%N` throttle is not a task).
+/// (`123_[1-3,7]`; a `%N` throttle is not a task); `None` for another shape or more than an
+/// [`Expansion`] holds.
 pub(super) fn array_tasks(job_id: &str) -> Option<Vec<String>> {
     let Some((base, ranges)) = job_id.split_once("_[") else {
         return Some(vec![job_id.to_string()]);
     };
     let ranges = ranges.strip_suffix(']')?;
     let ranges = ranges.split_once('%').map_or(ranges, |(ranges, _)| ranges);
-    Some(
-        expand_ranges(ranges)?
-            .into_iter()
-            .map(|task| format!("{base}_{task}"))
-            .collect(),
-    )
+    let mut expansion = Expansion::default();
+    expand_ranges(ranges)?
+        .into_iter()
+        .map(|task| expansion.hold(format!("{base}_{task}")))
+        .collect()
 }
 
 /// The most ids a JobID's ranges, a NodeList, or a line's tasks × nodes may stand for: Slurm's
 /// largest `MaxArraySize`. Guards memory against a mistyped range (`node[1-999999999]`) and
 /// against products of ranges (`n[1-2000]x[1-2000]y[1-2000]`).
-pub(super) const MAX_RANGE_IDS: usize = 4_000_001;
+const MAX_RANGE_IDS: usize = 4_000_001;
+
+/// The most memory one line's expansion may hold: its task ids, its hosts, and its events, each
+/// counted before it is built. Counts alone do not bound it: `n[1-4000000]` after a megabyte of
+/// name is 4 TB. A pending array of some 600,000 tasks fits (an event is a few hundred bytes).
+const MAX_EXPANSION_BYTES: usize = 256 << 20;
+
+/// What one expansion holds so far, in ids and bytes, against [`MAX_RANGE_IDS`] and
+/// [`MAX_EXPANSION_BYTES`].
+#[derive(Default)]
+struct Expansion {
+    ids: usize,
+    bytes: usize,
+}
+
+impl Expansion {
+    /// Counts `count` more ids of `bytes` each; `None` past either limit.
+    fn take(&mut self, count: usize, bytes: usize) -> Option<()> {
+        self.ids = self.ids.checked_add(count)?;
+        self.bytes = count
+            .checked_mul(bytes)
+            .and_then(|more| self.bytes.checked_add(more))?;
+        (self.ids <= MAX_RANGE_IDS && self.bytes <= MAX_EXPANSION_BYTES).then_some(())
+    }
+
+    /// `name`, once counted.
+    fn hold(&mut self, name: String) -> Option<String> {
+        self.take(1, size_of::<String>() + name.len())?;
+        Some(name)
+    }
+}
 
 /// The most digits a range bound may have: a `u64`'s. More would be zero padding no host name
 /// carries, and `format!` refuses widths past `u16::MAX`.
@@ -452,14 +503,14 @@ fn expand_ranges(ranges: &str) -> Option<Vec<String>> {
         }
         let (from, to) = (first.parse::<u64>().ok()?, last.parse::<u64>().ok()?);
         // The count less one, which cannot overflow: (to - from) / step < u64::MAX.
-        let more = (to.checked_sub(from)? / step) as usize;
+        let more = usize::try_from(to.checked_sub(from)? / step).ok()?;
         if more >= MAX_RANGE_IDS - out.len() {
             return None;
         }
         let width = first.len();
         out.extend(
             (from..=to)
-                .step_by(step as usize)
+                .step_by(usize::try_from(step).ok()?)
                 .map(|n| format!("{n:0width$}")),
         );
     }
@@ -467,10 +518,11 @@ fn expand_ranges(ranges: &str) -> Option<Vec<String>> {
 }
 
 /// Every host of a Slurm hostlist: `gpu[01-02],cpu7,rack[1-2]n[1-2]` → `gpu01 gpu02 cpu7
-/// rack1n1 rack1n2 rack2n1 rack2n2`; `None` for text of another shape or more than
-/// [`MAX_RANGE_IDS`] hosts.
+/// rack1n1 rack1n2 rack2n1 rack2n2`; `None` for text of another shape or more than an
+/// [`Expansion`] holds.
 pub(super) fn expand_hostlist(list: &str) -> Option<Vec<String>> {
     let mut hosts = Vec::new();
+    let mut expansion = Expansion::default();
     let mut depth = 0u32;
     let mut from = 0;
     for (at, c) in list.char_indices() {
@@ -478,7 +530,7 @@ pub(super) fn expand_hostlist(list: &str) -> Option<Vec<String>> {
             '[' => depth += 1,
             ']' => depth = u32::checked_sub(depth, 1)?,
             ',' if depth == 0 => {
-                expand_host(&list[from..at], &mut hosts)?;
+                expand_host(&list[from..at], &mut hosts, &mut expansion)?;
                 from = at + 1;
             }
             _ => {}
@@ -487,34 +539,41 @@ pub(super) fn expand_hostlist(list: &str) -> Option<Vec<String>> {
     if depth > 0 {
         return None;
     }
-    expand_host(&list[from..], &mut hosts)?;
+    expand_host(&list[from..], &mut hosts, &mut expansion)?;
     Some(hosts)
 }
 
 /// Adds the hosts of one pattern (`rack[1-2]n[1-2]`) to `hosts`: the product of its bracket
-/// groups, taken left to right without recursion, so that a long pattern cannot exhaust the
-/// stack, and checked against [`MAX_RANGE_IDS`] before each product is built.
-fn expand_host(pattern: &str, hosts: &mut Vec<String>) -> Option<()> {
+/// groups, first group outermost. The groups are read first and each name is written once, in
+/// a loop (no recursion, no name rebuilt per group), counted by `expansion` before it is kept.
+fn expand_host(pattern: &str, hosts: &mut Vec<String>, expansion: &mut Expansion) -> Option<()> {
     if pattern.is_empty() {
         return None;
     }
-    let mut names = vec![String::new()];
+    let mut groups = Vec::new();
     let mut rest = pattern;
     while let Some((literal, after)) = rest.split_once('[') {
         let (ranges, tail) = after.split_once(']')?;
-        let numbers = expand_ranges(ranges)?;
-        if names.len().checked_mul(numbers.len())? > MAX_RANGE_IDS - hosts.len() {
-            return None;
-        }
-        names = names
-            .iter()
-            .flat_map(|name| numbers.iter().map(move |n| format!("{name}{literal}{n}")))
-            .collect();
+        groups.push((literal, expand_ranges(ranges)?));
         rest = tail;
     }
-    if names.len() > MAX_RANGE_IDS - hosts.len() {
-        return None;
+    // Which number of each group the next name takes, the last group turning fastest.
+    let mut at = vec![0; groups.len()];
+    loop {
+        let mut name = String::new();
+        for ((literal, numbers), i) in groups.iter().zip(&at) {
+            name.push_str(literal);
+            name.push_str(&numbers[*i]);
+        }
+        name.push_str(rest);
+        hosts.push(expansion.hold(name)?);
+        let Some(turned) = (0..groups.len())
+            .rev()
+            .find(|&g| at[g] + 1 < groups[g].1.len())
+        else {
+            return Some(());
+        };
+        at[turned] += 1;
+        at[turned + 1..].fill(0);
     }
-    hosts.extend(names.into_iter().map(|name| name + rest));
-    Some(())
 }

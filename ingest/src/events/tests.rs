@@ -534,6 +534,16 @@ fn hostile_ranges_and_hostlists_are_refused_within_bounds() {
     assert!(slurm::expand_hostlist("n[1-2001]x[1-2000]").is_none());
     assert!(slurm::expand_hostlist("n[1-2000]x[1-2000]y[1-2000]").is_none());
     assert!(slurm::expand_hostlist("a[1-2000000],b[1-2000002]").is_none());
+    // Few ids of many bytes: a kilobyte of name times 400,000 hosts or tasks is 400 MB, past
+    // the 256 MiB an expansion may hold.
+    let long = "n".repeat(1000);
+    assert!(slurm::expand_hostlist(&format!("{long}[1-400000]")).is_none());
+    assert!(slurm::expand_hostlist(&format!("[1-400000]{long}")).is_none());
+    assert!(slurm::array_tasks(&format!("9{long}_[1-400000]")).is_none());
+    assert_eq!(
+        slurm::expand_hostlist(&format!("{long}[1-2]")).unwrap(),
+        [format!("{long}1"), format!("{long}2")]
+    );
     // 100,000 bracket groups in one pattern: expanded in a loop, not one call per group.
     let deep = slurm::expand_hostlist(&format!("n{}", "[7]".repeat(100_000))).unwrap();
     assert_eq!(deep, [format!("n{}", "7".repeat(100_000))]);
@@ -554,7 +564,8 @@ fn hostile_ranges_and_hostlists_are_refused_within_bounds() {
             (
                 2,
                 "NodeList",
-                "4000 tasks on 2000 nodes are more than the 4000001 a line may stand for"
+                "4000 tasks on 2000 nodes are more than a line may stand for (4000001 tasks × \
+                 nodes, 256 MiB of events)"
             ),
             (
                 3,
@@ -566,6 +577,27 @@ fn hostile_ranges_and_hostlists_are_refused_within_bounds() {
     // 6003's 8 GPUs are shared evenly by its two nodes.
     let gpus: Vec<_> = rows(&sink).iter().map(|r| r.gpus).collect();
     assert_eq!(gpus, [Some(4.0), Some(4.0)]);
+
+    // A pending array's tasks each queue: 50,000 land; 2,000,000 queued events of a few
+    // hundred bytes each are more than a line's events may hold, refused at its JobID.
+    let pending = "JobID|State|Submit|Start|End
+7001_[1-50000]|PENDING|2026-07-06T09:00:00|Unknown|Unknown
+7002_[1-2000000]|PENDING|2026-07-06T09:00:00|Unknown|Unknown
+";
+    let (stats, sink) = run(pending, &ctx());
+    assert_eq!(
+        (stats.records, stats.events, stats.rejected),
+        (2, 50_000, 1)
+    );
+    assert_eq!(
+        sink.rejected(),
+        [(
+            3,
+            "JobID",
+            "2000000 tasks on 0 nodes are more than a line may stand for (4000001 tasks × nodes, \
+             256 MiB of events)"
+        )]
+    );
 }
 
 // ---------------------------------------------------------------- kubectl get events
