@@ -720,6 +720,12 @@ with psycopg.connect(sys.argv[1]) as conn:
     part = conn.execute("FETCH 9000 FROM part").fetchall()
     rest = conn.execute("FETCH ALL FROM part").fetchall()
     print(len(part), part[-1][0], len(rest), rest[0][0])
+    # Exactly a piece: the cursor ends on the next FETCH, and stays ended with its columns.
+    conn.execute("DECLARE exact CURSOR FOR select * from generate_series(1, 8192) g")
+    exact = conn.execute("FETCH 8192 FROM exact").fetchall()
+    after = conn.execute("FETCH 1 FROM exact")
+    print(len(exact), after.fetchall(), conn.execute("FETCH 5 FROM exact").fetchall(),
+          [d.name for d in after.description])
     try:
         conn.execute("select %s::bigint + $99999999999", (1,))
     except psycopg.Error as e:
@@ -732,6 +738,7 @@ with psycopg.connect(sys.argv[1]) as conn:
         "20000 1 20000\n\
          [(1,), (2,), (3,)]\n\
          9000 9000 1000 9001\n\
+         8192 [] [] ['value']\n\
          22023 there is no parameter $99999999999: a statement takes at most 65535\n\
          (2,)\n"
     );
@@ -820,6 +827,7 @@ fn pgjdbc_reads_metadata_and_binds_a_timestamp() {
          columns hour:timestamptz cluster:text node:text\n\
          functions true\n\
          prepared 4\n\
-         fetched 12\n"
+         fetched 12\n\
+         fetched all 20000 summing 200010000\n"
     );
 }

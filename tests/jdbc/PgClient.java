@@ -41,6 +41,13 @@ public class PgClient {
                     while (rs.next()) rows++;
                     System.out.println("fetched " + rows);
                 }
+                // The largest fetch size a driver can ask for: read in pieces, all of it.
+                st.setFetchSize(Integer.MAX_VALUE);
+                try (ResultSet rs = st.executeQuery("select * from generate_series(1, 20000) g")) {
+                    long rows = 0, sum = 0;
+                    while (rs.next()) { rows++; sum += rs.getLong(1); }
+                    System.out.println("fetched all " + rows + " summing " + sum);
+                }
             }
         }
     }

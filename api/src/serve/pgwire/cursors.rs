@@ -242,7 +242,7 @@ impl Connection {
 
 /// Rows one call of pgwire's `Portal::fetch` is asked for: it reserves room for as many rows as
 /// it is asked, so a `FETCH 100000000000` is read in pieces of this size.
-const FETCH_PIECE: usize = 8192;
+pub(super) const FETCH_PIECE: usize = 8192;
 
 /// Up to `count` rows of the cursor (0: all that are left), read in pieces of [`FETCH_PIECE`].
 async fn fetch(portal: &Portal<Statement>, count: usize) -> PgWireResult<QueryResponse> {

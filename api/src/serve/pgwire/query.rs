@@ -37,6 +37,7 @@ use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, Type};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::extendedquery::Execute;
 use pgwire::types::format::FormatOptions;
 
 use super::{Connection, catalog, cursors, pg_error, postgres};
@@ -392,6 +393,24 @@ impl ExtendedQueryHandler for Connection {
 
     fn query_parser(&self) -> Arc<ReadOnlyParser> {
         Arc::clone(&self.parser)
+    }
+
+    /// pgwire's `Execute`, with its row limit read as PostgreSQL reads it (0 or less: all the
+    /// rows) and at most [`cursors::FETCH_PIECE`]: pgwire reserves room for the limit asked, so
+    /// pgJDBC's `setFetchSize(Integer.MAX_VALUE)` would ask for ~86 GB. A client given fewer
+    /// rows than it asked for sees the portal suspended and executes it again, as for any limit.
+    async fn on_execute<C>(&self, client: &mut C, mut message: Execute) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        message.max_rows = match usize::try_from(message.max_rows) {
+            Ok(rows) if rows > 0 => rows.min(cursors::FETCH_PIECE) as i32,
+            _ => 0,
+        };
+        self._on_execute(client, message).await
     }
 
     async fn do_query<C>(
