@@ -9,6 +9,7 @@
 //! several replicas export each week once. A failed week is retried with backoff on its own: it
 //! does not hold up the next week.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -90,7 +91,7 @@ pub struct Scheduler<C: Clock> {
     clock: C,
     /// This replica, in the catalog's claims.
     owner: String,
-    ledger: Option<Box<dyn LedgerReady>>,
+    ledger: Option<Arc<dyn LedgerReady>>,
 }
 
 pub fn parse_schedule(expression: &str) -> Result<cron::Schedule> {
@@ -115,7 +116,7 @@ impl<C: Clock> Scheduler<C> {
 
     /// Waits for `ledger` before every export.
     pub fn after_ledger(mut self, ledger: impl LedgerReady + 'static) -> Self {
-        self.ledger = Some(Box::new(ledger));
+        self.ledger = Some(Arc::new(ledger));
         self
     }
 
@@ -187,18 +188,20 @@ impl<C: Clock> Scheduler<C> {
         if !claimed {
             return Ok(None);
         }
-        let outcome = async {
-            if let Some(ledger) = &self.ledger {
+        // On a task of its own, so that a panic fails this attempt (retried with backoff, the
+        // panic in the log) instead of ending the schedule until a restart.
+        let (lake, ledger) = (self.lake.clone(), self.ledger.clone());
+        let outcome = tokio::spawn(async move {
+            if let Some(ledger) = ledger {
                 ledger
                     .ready()
                     .await
                     .map_err(|error| format!("the ledger is not current: {error}"))?;
             }
-            export_week(&self.lake, week)
-                .await
-                .map_err(|e| e.to_string())
-        }
-        .await;
+            export_week(&lake, week).await.map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|stopped| Err(format!("the export stopped: {stopped}")));
         let finished = self.clock.now();
         match &outcome {
             Ok(keys) => {

@@ -202,6 +202,42 @@ async fn a_failed_week_is_retried_with_backoff_without_blocking_the_next() {
     }
 }
 
+/// Waiting for a ledger that panics.
+struct PanickingLedger;
+
+#[async_trait::async_trait]
+impl LedgerReady for PanickingLedger {
+    async fn ready(&self) -> std::result::Result<(), String> {
+        panic!("a ledger that panics");
+    }
+}
+
+/// An export that panics is a failed attempt, retried with backoff like any other failure; the
+/// schedule goes on (the export ran on the scheduler's own task, and a panic ended it for good).
+#[tokio::test]
+async fn an_export_that_panics_fails_its_attempt_and_the_schedule_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    for (_, _, lake) in lakes(dir.path()).await {
+        let clock = TestClock::at(utc(2026, 11, 9, 6, 0, 0));
+        let s = scheduler(&lake, &clock).after_ledger(PanickingLedger);
+        let failed = s.tick().await.unwrap();
+        assert_eq!(weeks(&failed), ["2026-W45"]);
+        let error = failed[0].outcome.as_ref().unwrap_err();
+        assert!(error.starts_with("the export stopped: task"), "{error}");
+        assert!(error.contains("panicked"), "{error}");
+        let run = &lake.catalog().report_runs().await.unwrap()[0];
+        assert_eq!((run.status, run.attempts), (RunStatus::Failed, 1));
+        assert_eq!(
+            run.next_attempt_at,
+            Some(utc(2026, 11, 9, 6, 1, 0).timestamp_micros())
+        );
+        // The retry is due a minute on, and fails the same way: the scheduler still runs.
+        clock.set(utc(2026, 11, 9, 6, 1, 0));
+        assert_eq!(weeks(&s.tick().await.unwrap()), ["2026-W45"]);
+        assert_eq!(runs(&lake).await, [("2026-W45".into(), "failed", 2)]);
+    }
+}
+
 #[tokio::test]
 async fn two_replicas_sharing_a_catalog_export_each_week_once() {
     let dir = tempfile::tempdir().unwrap();
