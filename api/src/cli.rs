@@ -508,7 +508,7 @@ pub struct DemoArgs {
 
     /// Days of data: 1 to 3,660 (ten years).
     #[arg(long, env = "GPULEDGER_DEMO_DAYS", default_value_t = DemoSpec::DEFAULT_DAYS,
-          value_parser = clap::value_parser!(u32).range(1..=3_660))]
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(DemoSpec::MAX_DAYS)))]
     pub days: u32,
 
     /// The same seed gives the same data.

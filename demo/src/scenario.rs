@@ -44,6 +44,8 @@ pub struct DemoSpec {
 impl DemoSpec {
     pub const DEFAULT_GPUS: u32 = 64;
     pub const DEFAULT_DAYS: u32 = 30;
+    /// Ten years: the longest demo, checked before any date is computed from it.
+    pub const MAX_DAYS: u32 = 3_660;
     pub const DEFAULT_SEED: u64 = 42;
     pub const DEFAULT_SCRAPE_INTERVAL_S: u32 = 30;
 
@@ -57,10 +59,10 @@ impl DemoSpec {
                 ),
             });
         }
-        if self.days == 0 {
+        if !(1..=Self::MAX_DAYS).contains(&self.days) {
             return Err(DemoError::Spec {
                 flag: "--days",
-                reason: "must be at least 1".into(),
+                reason: format!("must be 1 to {} (got {})", Self::MAX_DAYS, self.days),
             });
         }
         if self.scrape_interval_s == 0 || !(DAY as u32).is_multiple_of(self.scrape_interval_s) {

@@ -50,7 +50,8 @@ impl Background {
             }
             loop {
                 ticks.tick().await;
-                if let Err(panic) = AssertUnwindSafe(round()).catch_unwind().await {
+                let this_round = async { round().await };
+                if let Err(panic) = AssertUnwindSafe(this_round).catch_unwind().await {
                     tracing::error!(
                         panic = super::panic_message(panic.as_ref()),
                         "a background round panicked; the next runs on schedule"

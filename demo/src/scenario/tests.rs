@@ -23,7 +23,12 @@ fn a_spec_the_generator_cannot_lay_out_names_its_flag() {
         error(spec(8, 2, 1)),
         "--gpus: must be a multiple of 8 and at least 16 (got 8)"
     );
-    assert_eq!(error(spec(16, 0, 1)), "--days: must be at least 1");
+    assert_eq!(error(spec(16, 0, 1)), "--days: must be 1 to 3660 (got 0)");
+    assert_eq!(
+        error(spec(16, 4_000_000_000, 1)),
+        "--days: must be 1 to 3660 (got 4000000000)"
+    );
+    assert!(spec(16, 3_660, 1).check().is_ok());
     // 86,400 s is not a whole number of 7 s scrapes.
     let mut odd = spec(16, 1, 1);
     odd.scrape_interval_s = 7;

@@ -700,12 +700,24 @@ const OTLP_EXPORT: &str = r#"{
 "#;
 
 /// A resource's attributes are read under each of its spans, not copied into each: an export
-/// of 120,000 empty spans under a 600 KB resource (under 1 MiB on one line) would otherwise
-/// hold 72 GB. Each span is read, with the resource's `gen_ai.system`, and rejected for its
-/// missing id; the kept rejections name the span.
+/// of 120,000 empty spans under a 600 KB resource (under 1 MiB on one line) held 72 GB. The
+/// resource's attributes are kept once, outside the spans'; each span is read with the
+/// resource's `gen_ai.system`, and rejected for its missing id.
 #[test]
 fn an_exports_resource_is_shared_by_its_spans_not_copied() {
     let padding = "x".repeat(600_000);
+    let small = format!(
+        r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"padding","value":{{"stringValue":"{padding}"}}}}]}},"scopeSpans":[{{"spans":[{{}},{{}}]}}]}}]}}"#
+    );
+    let small: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&small).unwrap();
+    let resources = super::otel::otlp_spans(&Fields::root(&small)).unwrap();
+    assert_eq!(resources.len(), 1);
+    assert_eq!(
+        resources[0].attributes["padding"].as_str().map(str::len),
+        Some(600_000)
+    );
+    assert!(resources[0].spans.iter().all(|(span, _)| span.is_empty()));
+
     let spans = vec!["{}"; 120_000].join(",");
     let export = format!(
         r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"padding","value":{{"stringValue":"{padding}"}}}},{{"key":"gen_ai.system","value":{{"stringValue":"openai"}}}}]}},"scopeSpans":[{{"spans":[{spans}]}}]}}]}}"#

@@ -64,7 +64,8 @@ pub(super) fn amount(x: f64, currency: &str) -> String {
 }
 
 /// The amount in whole cents, as it is printed (what printed amounts add up in). Past `i128`
-/// (10^36 dollars) and for NaN, the nearest end of its range: no real amount is that large.
+/// (10^36 dollars), the nearest end of its range, and NaN as the largest: no real amount is
+/// that large.
 pub(super) fn cents(x: f64) -> i128 {
     let saturated = if x < 0.0 { i128::MIN } else { i128::MAX };
     grouped(x, 2)

@@ -372,6 +372,13 @@ fn figures_for_people_have_separators_currency_units_and_no_negative_zero() {
     assert_eq!(change(-1.2, Some(-0.05), "USD"), "▼ $1.20 (-5.0%)");
     assert_eq!(change(5.208, None, "USD"), "▲ $5.21 (new)");
     assert_eq!(change(0.001, Some(0.0), "USD"), "no change");
+    // Rounded as before: half away from zero at 2, 3 and 6 places.
+    assert_eq!(
+        (grouped(0.005, 2), grouped(-0.005, 2)),
+        ("0.01".into(), "-0.01".into())
+    );
+    assert_eq!(grouped(999.9996, 3), "1,000.000");
+    assert_eq!(grouped(-1234.5678904, 6), "-1,234.567890");
     // Carries through every digit, and past the whole part.
     assert_eq!(grouped(999_999.995, 2), "1,000,000.00");
     assert_eq!(grouped(-0.96, 0), "-1");
