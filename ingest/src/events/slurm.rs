@@ -457,7 +457,7 @@ const MAX_RANGE_IDS: usize = 4_000_001;
 
 /// The most memory one line's expansion may hold: its task ids, its hosts, and its events, each
 /// counted before it is built. Counts alone do not bound it: `n[1-4000000]` after a megabyte of
-/// name is 4 TB. A pending array of some 600,000 tasks fits (an event is a few hundred bytes).
+/// name is 4 TB. A pending array of some 450,000 tasks fits (an event is 536 bytes and its names).
 const MAX_EXPANSION_BYTES: usize = 256 << 20;
 
 /// What one expansion holds so far, in ids and bytes, against [`MAX_RANGE_IDS`] and
