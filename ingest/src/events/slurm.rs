@@ -185,8 +185,9 @@ impl Sacct {
             },
             ..Subject::default()
         };
-        // Each task has a queued event, and a start and a stop on each node, each a copy of the
-        // job's names with the task's and the node's.
+        // Each task has a queued event, and a start and a stop on each node (as below), each a
+        // copy of the job's names with the task's and the node's: counted, in ids and bytes,
+        // before any is built.
         let longest = |names: &[String]| names.iter().map(String::len).max().unwrap_or(0);
         let job_names: usize = [&job.cluster, &job.namespace, &job.queue, &job.priority]
             .into_iter()
@@ -195,15 +196,14 @@ impl Sacct {
             .sum();
         let event_bytes = size_of::<Event>() + job_names + longest(&tasks) + longest(&nodes);
         let starts = start.is_some() && !matches!(state, JobState::Pending);
-        let per_task = usize::from(submit.is_some()) + 2 * usize::from(starts) * nodes.len().max(1);
-        if tasks.len().saturating_mul(nodes.len()) > MAX_RANGE_IDS
-            || Expansion::default()
-                .take(tasks.len().saturating_mul(per_task), event_bytes)
-                .is_none()
-        {
+        let stops = matches!(state, JobState::Ended(_)) && end.is_some();
+        let per_node = usize::from(starts) * (1 + usize::from(stops));
+        let per_task = usize::from(submit.is_some()) + per_node * nodes.len().max(1);
+        let events = tasks.len().saturating_mul(per_task);
+        if Expansion::default().take(events, event_bytes).is_none() {
             let reason = format!(
-                "{} tasks on {} nodes are more than a line may stand for ({MAX_RANGE_IDS} \
-                 tasks × nodes, {} MiB of events)",
+                "{} tasks on {} nodes stand for {events} events, more than a line may \
+                 ({MAX_RANGE_IDS} events, {} MiB)",
                 tasks.len(),
                 nodes.len(),
                 MAX_EXPANSION_BYTES >> 20
@@ -214,6 +214,10 @@ impl Sacct {
             };
             return Err(self.bad(column, reason));
         }
+        let on_nodes: Vec<Option<String>> = match nodes.is_empty() {
+            true => vec![None],
+            false => nodes.into_iter().map(Some).collect(),
+        };
         let mut events = Vec::new();
         for task in tasks {
             let task = Subject {
@@ -229,12 +233,8 @@ impl Sacct {
                     EventKind::Queued,
                 ));
             }
-            let Some(start) = start.filter(|_| !matches!(state, JobState::Pending)) else {
+            let Some(start) = start.filter(|_| starts) else {
                 continue;
-            };
-            let on_nodes: Vec<Option<String>> = match nodes.is_empty() {
-                true => vec![None],
-                false => nodes.iter().cloned().map(Some).collect(),
             };
             for node in &on_nodes {
                 let part = Subject {
@@ -450,7 +450,7 @@ pub(super) fn array_tasks(job_id: &str) -> Option<Vec<String>> {
         .collect()
 }
 
-/// The most ids a JobID's ranges, a NodeList, or a line's tasks × nodes may stand for: Slurm's
+/// The most ids a JobID's ranges, a NodeList, or a line's events may stand for: Slurm's
 /// largest `MaxArraySize`. Guards memory against a mistyped range (`node[1-999999999]`) and
 /// against products of ranges (`n[1-2000]x[1-2000]y[1-2000]`).
 const MAX_RANGE_IDS: usize = 4_000_001;

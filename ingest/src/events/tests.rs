@@ -564,8 +564,8 @@ fn hostile_ranges_and_hostlists_are_refused_within_bounds() {
             (
                 2,
                 "NodeList",
-                "4000 tasks on 2000 nodes are more than a line may stand for (4000001 tasks × \
-                 nodes, 256 MiB of events)"
+                "4000 tasks on 2000 nodes stand for 8000000 events, more than a line may \
+                 (4000001 events, 256 MiB)"
             ),
             (
                 3,
@@ -594,8 +594,8 @@ fn hostile_ranges_and_hostlists_are_refused_within_bounds() {
         [(
             3,
             "JobID",
-            "2000000 tasks on 0 nodes are more than a line may stand for (4000001 tasks × nodes, \
-             256 MiB of events)"
+            "2000000 tasks on 0 nodes stand for 2000000 events, more than a line may (4000001 \
+             events, 256 MiB)"
         )]
     );
 }
